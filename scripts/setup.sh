@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install everything the build, the VM and the tests need on a fresh Debian 12 machine.
+# Idempotent: each step checks first, so a warm run costs seconds. Must run as root.
+set -euo pipefail
+
+log() { printf 'setup: %s\n' "$*"; }
+
+need_apt=()
+for pkg in clang lld llvm libclang-dev flex bison bc libelf-dev libssl-dev cpio kmod udev \
+           busybox-static qemu-system-x86 trace-cmd make gcc python3-pip pahole xz-utils \
+           binutils file socat; do
+	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' ||
+		need_apt+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+	log "apt-get install ${need_apt[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
+	log "rustup component add rust-src"
+	rustup component add rust-src
+fi
+
+# Linux 6.12 needs bindgen >= 0.65.1; 0.69.5 is what was checked here.
+if ! bindgen --version 2>/dev/null | grep -q '0\.69\.5'; then
+	log "cargo install bindgen-cli 0.69.5"
+	cargo install bindgen-cli --version 0.69.5 --locked
+fi
+
+if ! command -v vng >/dev/null 2>&1; then
+	log "pip install virtme-ng"
+	pip install --quiet virtme-ng
+fi
+
+log "ok ($(rustc --version), $(bindgen --version), vng $(vng --version 2>/dev/null | head -1))"
