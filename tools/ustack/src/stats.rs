@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Robustness counters: everything that did not go to plan is counted here and reported
+//! in the summary instead of stopping the run.
+
+use std::fmt;
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Stats {
+    // parser
+    pub lines: u64,
+    pub ignored_lines: u64,
+    pub malformed: u64,
+    pub orphan_frame_lines: u64,
+    pub truncated_stacks: u64,
+    pub lost_reported: u64,
+    // events
+    pub events: u64,
+    pub cookies: u64,
+    pub stacks: u64,
+    pub file_cache: u64,
+    // correlation
+    pub events_with_stack: u64,
+    pub events_without_cookie: u64,
+    pub cookies_without_event: u64,
+    pub cookies_without_stack: u64,
+    pub stacks_without_cookie: u64,
+    pub hash_reused: u64,
+    // frames
+    pub frames: u64,
+    pub frames_anon: u64,
+    pub frames_nomap: u64,
+    pub frames_unknown_hash: u64,
+    // symbolization (per distinct file / per output frame)
+    pub files_not_found: u64,
+    pub files_build_id_mismatch: u64,
+    pub files_unverified: u64,
+    pub files_unreadable: u64,
+    pub frames_symbolized: u64,
+    pub frames_unsymbolized: u64,
+}
+
+impl Stats {
+    /// True if anything went wrong (worth a summary even without `--stats`).
+    pub fn has_problems(&self) -> bool {
+        self.malformed
+            + self.orphan_frame_lines
+            + self.truncated_stacks
+            + self.lost_reported
+            + self.cookies_without_event
+            + self.cookies_without_stack
+            + self.stacks_without_cookie
+            + self.hash_reused
+            + self.frames_unknown_hash
+            + self.files_not_found
+            + self.files_build_id_mismatch
+            + self.files_unreadable
+            > 0
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rows: &[(&str, u64)] = &[
+            ("lines read", self.lines),
+            ("lines ignored (comments, headers, other formats)", self.ignored_lines),
+            ("malformed lines", self.malformed),
+            ("frame lines without a stack header", self.orphan_frame_lines),
+            ("truncated stacks", self.truncated_stacks),
+            ("events lost (reported by the tracer)", self.lost_reported),
+            ("events", self.events),
+            ("user_unwind_cookie events", self.cookies),
+            ("user_unwind_stack events", self.stacks),
+            ("file_cache events", self.file_cache),
+            ("events with a user stack", self.events_with_stack),
+            ("events without a cookie", self.events_without_cookie),
+            ("cookies without an event", self.cookies_without_event),
+            ("cookies without a stack", self.cookies_without_stack),
+            ("stacks without a cookie", self.stacks_without_cookie),
+            ("hashes reused for another file", self.hash_reused),
+            ("frames", self.frames),
+            ("frames in anonymous memory", self.frames_anon),
+            ("frames outside any mapping", self.frames_nomap),
+            ("frames with a hash without file_cache", self.frames_unknown_hash),
+            ("files not found", self.files_not_found),
+            ("files with a build-id mismatch", self.files_build_id_mismatch),
+            ("files without a recorded build-id (unverified)", self.files_unverified),
+            ("files unreadable or not ELF", self.files_unreadable),
+            ("output frames symbolized", self.frames_symbolized),
+            ("output frames not symbolized", self.frames_unsymbolized),
+        ];
+        writeln!(f, "ustack summary:")?;
+        for (name, v) in rows {
+            writeln!(f, "  {name:<50} {v:>10}")?;
+        }
+        Ok(())
+    }
+}
