@@ -117,6 +117,28 @@ pub fn return_addrs(bin: &Path, caller: &str, callee: &str) -> Vec<u64> {
     res
 }
 
+/// Address of the instruction after the first `mnemonic` in function `func`.
+pub fn addr_after_insn(bin: &Path, func: &str, mnemonic: &str) -> u64 {
+    let out = run(Command::new("objdump").args(["-d", "--no-show-raw-insn", "-w"]).arg(bin));
+    let mut in_fn = false;
+    let mut want_next = false;
+    for l in out.lines() {
+        if l.ends_with(">:") {
+            in_fn = l.contains(&format!("<{func}>:"));
+            continue;
+        }
+        let Some((addr, insn)) = l.split_once(':') else { continue };
+        let Ok(addr) = u64::from_str_radix(addr.trim(), 16) else { continue };
+        if want_next {
+            return addr;
+        }
+        if in_fn && insn.split_whitespace().next() == Some(mnemonic) {
+            want_next = true;
+        }
+    }
+    panic!("no {mnemonic} in {func} of {}", bin.display());
+}
+
 /// The GNU build-id of `bin` (lower-case hex) from `readelf -n`, or "" if none.
 pub fn build_id(bin: &Path) -> String {
     let out = run(Command::new("readelf").arg("-n").arg(bin));
