@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Entry points (see README.md):
+#   make            build the module, the test client module and the test programs
+#   make check      host tests + build + the whole VM suite on the base kernel
+#   make check-debug  the VM suite on the debug kernel (lockdep, KASAN, kmemleak, ...)
+#   make demo       build, boot, trace the bundled workload, leave a report and a flame graph
+#   make KDIR=/path/to/kernel/build   build against another 6.12 kernel built with CONFIG_RUST
+
+# Inside kbuild (make -C $KDIR M=...) only the Kbuild file matters.
+ifneq ($(KERNELRELEASE),)
+include $(src)/Kbuild
+else
+
+REPO := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+FLAVOUR ?= base
+# Resolved lazily: scripts/kernel.sh builds the cached kernel when it is missing.
+KDIR ?= $(eval KDIR := $$(shell $(REPO)/scripts/kernel.sh $(FLAVOUR)))$(KDIR)
+KMAKE = $(MAKE) -C $(KDIR) LLVM=1
+OUT ?= $(REPO)/out
+
+.PHONY: all module client progs setup check check-debug check-host vm-test harness-selftest \
+	demo clean
+
+all: module client progs
+
+setup:
+	@$(REPO)/scripts/setup.sh
+
+module:
+	$(KMAKE) M=$(REPO) modules
+
+client: module
+	$(KMAKE) M=$(REPO)/tests/modules KBUILD_EXTRA_SYMBOLS=$(REPO)/Module.symvers \
+		UD_INCLUDE=$(REPO)/include modules
+
+progs:
+	$(MAKE) -C $(REPO)/tests/progs
+
+check-host:
+	cargo test --workspace --quiet
+
+vm-test: all
+	$(REPO)/scripts/vm-test.sh --kernel $(KDIR) $(TESTS)
+
+harness-selftest: all
+	$(REPO)/scripts/harness-selftest.sh --kernel $(KDIR)
+
+check:
+	@$(REPO)/scripts/check.sh base
+
+check-debug:
+	@$(REPO)/scripts/check.sh debug
+
+demo:
+	@$(REPO)/scripts/demo.sh
+
+clean:
+	-$(KMAKE) M=$(REPO) clean 2>/dev/null
+	-$(KMAKE) M=$(REPO)/tests/modules clean 2>/dev/null
+	-$(MAKE) -C $(REPO)/tests/progs clean
+	rm -rf $(REPO)/src/generated $(OUT)
+
+endif

