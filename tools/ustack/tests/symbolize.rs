@@ -301,3 +301,42 @@ fn offset_outside_load_segments() {
     let size = std::fs::metadata(&bin).unwrap().len();
     assert_eq!(sym(&bin, "", size + 0x100000, false), Err(SymError::NoSegment));
 }
+
+const RUST_SRC: &str = r#"
+#[inline(never)]
+pub fn deep_fn(x: u64) -> u64 { x.wrapping_mul(31) ^ 7 } // ENTRY:deep_fn
+fn main() {
+    std::process::exit(deep_fn(std::env::args().count() as u64) as i32);
+}
+"#;
+
+#[test]
+fn rust_names_are_demangled() {
+    let d = tmpdir("rust");
+    for (name, dbg) in [("rtest_g", "-Cdebuginfo=2"), ("rtest_nog", "-Cdebuginfo=0")] {
+        let src = d.join(format!("{name}.rs"));
+        std::fs::write(&src, RUST_SRC).unwrap();
+        let bin = d.join(name);
+        let ok = std::process::Command::new("rustc")
+            .args(["--edition=2021", "-Copt-level=1", dbg, "--crate-name", "rtest", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let nm = std::process::Command::new("nm").arg(&bin).output().unwrap();
+        let nm = String::from_utf8_lossy(&nm.stdout);
+        let mangled = nm
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(2))
+            .find(|s| s.contains("rtest") && s.contains("deep_fn"))
+            .expect("mangled deep_fn")
+            .to_string();
+        assert!(mangled.starts_with("_ZN") || mangled.starts_with("_R"), "{mangled}");
+        let r = sym(&bin, "", sym_offset(&bin, &mangled), false).unwrap();
+        assert_eq!(r.last().unwrap().function.as_deref(), Some("rtest::deep_fn"), "{name}");
+        if dbg.ends_with('2') {
+            assert_eq!(r.last().unwrap().line, Some(line_of(RUST_SRC, "ENTRY:deep_fn")));
+        }
+    }
+}
