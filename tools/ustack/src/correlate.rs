@@ -7,7 +7,7 @@
 //!   task that wait for a cookie are matched last-in first-out, so an interrupt event that
 //!   nests between an event and its cookie gets the right one;
 //! * a task has at most one cookie waiting for a stack; the stack is the next
-//!   `user_unwind_stack` of the same pid with the same cookie, and serves every event that
+//!   `user_unwind_stack` of the same pid (and instance) with the same cookie, and serves every event that
 //!   carried the cookie;
 //! * a frame's file is the one named by the most recent `file_cache` with that hash seen
 //!   before the stack (input order is timestamp order in both text forms).
@@ -69,13 +69,21 @@ pub struct Sample {
 /// never get cookies, e.g. kernel threads).
 pub const MAX_WAITING: usize = 64;
 
+/// A task within one buffer: (instance, pid). Cookies and stacks are written per
+/// instance, so tasks of different instances are matched separately.
+type Task = (String, u32);
+
+fn task(r: &Record) -> Task {
+    (r.instance.clone(), r.pid)
+}
+
 #[derive(Debug, Default)]
 pub struct Correlator {
     files: Vec<FileEntry>,
     file_ids: HashMap<FileEntry, FileId>,
     by_hash: HashMap<u32, FileId>,
-    waiting_cookie: HashMap<u32, Vec<Record>>,
-    waiting_stack: HashMap<u32, (u64, Vec<Record>)>,
+    waiting_cookie: HashMap<Task, Vec<Record>>,
+    waiting_stack: HashMap<Task, (u64, Vec<Record>)>,
 }
 
 impl Correlator {
@@ -134,7 +142,7 @@ impl Correlator {
         match &rec.kind {
             Kind::Other => {
                 stats.events += 1;
-                let w = self.waiting_cookie.entry(rec.pid).or_default();
+                let w = self.waiting_cookie.entry(task(&rec)).or_default();
                 w.push(rec);
                 if w.len() > MAX_WAITING {
                     let old = w.remove(0);
@@ -144,11 +152,11 @@ impl Correlator {
             Kind::Attachment => {}
             &Kind::Cookie(cookie) => {
                 stats.cookies += 1;
-                let ev = self.waiting_cookie.get_mut(&rec.pid).and_then(Vec::pop);
+                let ev = self.waiting_cookie.get_mut(&task(&rec)).and_then(Vec::pop);
                 if ev.is_none() {
                     stats.cookies_without_event += 1;
                 }
-                let pid = rec.pid;
+                let pid = task(&rec);
                 match self.waiting_stack.remove(&pid) {
                     Some((c, mut evs)) if c == cookie => {
                         evs.extend(ev);
@@ -170,7 +178,7 @@ impl Correlator {
                     truncated: *truncated,
                     line_no: rec.line_no,
                 });
-                match self.waiting_stack.remove(&rec.pid) {
+                match self.waiting_stack.remove(&task(&rec)) {
                     Some((c, evs)) if c == *cookie => {
                         stats.events_with_stack += evs.len() as u64;
                         out.extend(evs.into_iter().map(|event| Sample {
@@ -186,7 +194,7 @@ impl Correlator {
                     }
                 }
                 // the task is back in user space: nothing that waits can get a cookie now
-                if let Some(evs) = self.waiting_cookie.remove(&rec.pid) {
+                if let Some(evs) = self.waiting_cookie.remove(&task(&rec)) {
                     Self::flush_no_cookie(evs, stats, out);
                 }
             }

@@ -24,11 +24,14 @@ pub struct Filter {
     pub comms: Vec<String>,
     /// Event names, with or without the system (`syscalls:sys_enter_getppid`).
     pub events: Vec<String>,
+    /// Buffer names (trace-cmd report of a trace.dat with several instances).
+    pub instances: Vec<String>,
 }
 
 impl Filter {
     pub fn matches(&self, r: &Record) -> bool {
-        (self.pids.is_empty() || self.pids.contains(&r.pid))
+        (self.instances.is_empty() || self.instances.contains(&r.instance))
+            && (self.pids.is_empty() || self.pids.contains(&r.pid))
             && (self.comms.is_empty() || self.comms.iter().any(|c| *c == r.comm))
             && (self.events.is_empty()
                 || self.events.iter().any(|e| {

@@ -52,6 +52,9 @@ struct Cli {
     /// Only events with this name, `system:` prefix optional (repeatable)
     #[arg(long, value_name = "NAME")]
     event: Vec<String>,
+    /// Only events of this trace-cmd buffer (instance) name (repeatable)
+    #[arg(long, value_name = "NAME")]
+    instance: Vec<String>,
     /// Always print the summary of counters on stderr
     #[arg(long)]
     stats: bool,
@@ -67,7 +70,12 @@ struct Cli {
 }
 
 fn run(cli: Cli) -> Result<(), String> {
-    let filter = Filter { pids: cli.pid.clone(), comms: cli.comm.clone(), events: cli.event.clone() };
+    let filter = Filter {
+        pids: cli.pid.clone(),
+        comms: cli.comm.clone(),
+        events: cli.event.clone(),
+        instances: cli.instance.clone(),
+    };
     let mut input = Input::open(&cli.input, &cli.trace_cmd)?;
     let out: Box<dyn Write> = match &cli.output {
         Some(p) => Box::new(File::create(p).map_err(|e| format!("{}: {e}", p.display()))?),

@@ -53,6 +53,9 @@ pub struct Record {
     pub line_no: usize,
     /// The event line as read (trailing white space removed).
     pub text: String,
+    /// Buffer name that `trace-cmd report` puts before each line of a trace.dat with
+    /// several instances (`foo: comm-pid [cpu] ...`); empty otherwise.
+    pub instance: String,
     pub comm: String,
     pub pid: u32,
     pub cpu: u32,
@@ -66,6 +69,7 @@ pub struct Record {
 /// The common header of an event line: `comm-pid [cpu] flags ts: name: body`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header<'a> {
+    pub instance: &'a str,
     pub comm: &'a str,
     pub pid: u32,
     pub cpu: u32,
@@ -129,6 +133,11 @@ pub fn parse_header(line: &str) -> Option<Header<'_>> {
             continue;
         }
         let Some((comm, pid)) = split_task(&line[..open]) else { continue };
+        // trace-cmd report with several buffers: "instance: comm-pid [cpu] ..."
+        let (instance, comm) = match comm.split_once(": ") {
+            Some((i, c)) if !i.is_empty() && !i.contains(char::is_whitespace) => (i, c.trim_start()),
+            _ => ("", comm),
+        };
         let Ok(cpu) = cpu_s.parse::<u32>() else { continue };
         // after "[cpu]": optional flags, then "ts:"
         let rest = &line[close + 1..];
@@ -162,7 +171,7 @@ pub fn parse_header(line: &str) -> Option<Header<'_>> {
         };
         // "unwind:user_unwind_cookie" style (system prefix) is accepted too
         let name = name.rsplit(':').next().unwrap_or(name);
-        return Some(Header { comm, pid, cpu, ts, name, body });
+        return Some(Header { instance, comm, pid, cpu, ts, name, body });
     }
     None
 }
@@ -481,6 +490,7 @@ fn make_record(line_no: usize, line: &str, h: &Header<'_>, kind: Kind) -> Record
     Record {
         line_no,
         text: line.trim().to_string(),
+        instance: h.instance.to_string(),
         comm: h.comm.to_string(),
         pid: h.pid,
         cpu: h.cpu,

@@ -81,6 +81,31 @@ fn header_variants() {
 }
 
 #[test]
+fn trace_cmd_instance_prefix() {
+    // trace-cmd report of a trace.dat with two buffers prefixes each line with the
+    // buffer name; cookies and stacks are matched per buffer
+    let text = "\
+      foo:            demo-5     [001]    10.000090: sys_enter_getppid:    NR 110 ()
+      bar:            demo-5     [001]    10.000091: sys_enter_getppid:    NR 110 ()
+      foo:            demo-5     [001]    10.000100: user_unwind_cookie:   cookie=0x7
+      bar:            demo-5     [001]    10.000101: user_unwind_cookie:   cookie=0x7
+      bar:            demo-5     [001]    10.000200: user_unwind_stack:    cookie=0x7 nr=1 offsets={0x2} hashes={0x0}
+      foo:            demo-5     [001]    10.000201: user_unwind_stack:    cookie=0x7 nr=1 offsets={0x1} hashes={0x0}
+";
+    let (samples, e) = Engine::run_text(text);
+    assert_eq!(samples.len(), 2);
+    for s in &samples {
+        assert_eq!(s.event.comm, "demo");
+        let want = if s.event.instance == "foo" { 1 } else { 2 };
+        assert_eq!(ok_frames(s), vec![Frame::Anon(want)], "{}", s.event.instance);
+    }
+    assert!(!e.stats.has_problems(), "{}", e.stats);
+    let (ok, out, _) = ustack(&["-f", "folded", "--instance", "bar"], text);
+    assert!(ok);
+    assert_eq!(out, "demo;[anon] 1\n");
+}
+
+#[test]
 fn raw_array_form() {
     // trace-cmd without the print format prints dynamic arrays as bytes
     let text = "\
