@@ -84,6 +84,9 @@ pub struct Correlator {
     by_hash: HashMap<u32, FileId>,
     waiting_cookie: HashMap<Task, Vec<Record>>,
     waiting_stack: HashMap<Task, (u64, Vec<Record>)>,
+    /// Also emit stacks whose cookie (and so event) was lost, as samples of the
+    /// `user_unwind_stack` event itself.
+    pub keep_orphans: bool,
 }
 
 impl Correlator {
@@ -190,6 +193,11 @@ impl Correlator {
                         stats.stacks_without_cookie += 1;
                         if let Some((c, evs)) = other {
                             Self::flush_no_stack(c, evs, stats, out);
+                        }
+                        if self.keep_orphans {
+                            let mut event = rec.clone();
+                            event.kind = Kind::Other;
+                            out.push(Sample { event, stack: StackState::Ok(Rc::clone(&stack)) });
                         }
                     }
                 }

@@ -32,7 +32,7 @@ impl Filter {
     pub fn matches(&self, r: &Record) -> bool {
         (self.instances.is_empty() || self.instances.contains(&r.instance))
             && (self.pids.is_empty() || self.pids.contains(&r.pid))
-            && (self.comms.is_empty() || self.comms.iter().any(|c| *c == r.comm))
+            && (self.comms.is_empty() || self.comms.contains(&r.comm))
             && (self.events.is_empty()
                 || self.events.iter().any(|e| {
                     let e = e.rsplit(':').next().unwrap_or(e);
@@ -53,6 +53,11 @@ pub struct Engine {
 impl Engine {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// See [`Correlator::keep_orphans`].
+    pub fn keep_orphans(&mut self, on: bool) {
+        self.corr.keep_orphans = on;
     }
 
     pub fn files(&self) -> &[correlate::FileEntry] {

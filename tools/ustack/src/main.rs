@@ -55,6 +55,9 @@ struct Cli {
     /// Only events of this trace-cmd buffer (instance) name (repeatable)
     #[arg(long, value_name = "NAME")]
     instance: Vec<String>,
+    /// Also show stacks whose cookie was lost (as samples of user_unwind_stack itself)
+    #[arg(long)]
+    orphans: bool,
     /// Always print the summary of counters on stderr
     #[arg(long)]
     stats: bool,
@@ -83,6 +86,7 @@ fn run(cli: Cli) -> Result<(), String> {
     };
     let mut out = BufWriter::new(out);
     let mut engine = Engine::new();
+    engine.keep_orphans(cli.orphans);
     let mut sym = Symbolizer::new(cli.sysroot.clone());
     let mut folded = Folded::default();
     let mut samples: Vec<Sample> = Vec::new();

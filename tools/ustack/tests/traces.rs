@@ -230,6 +230,23 @@ fn most_recent_file_cache_wins() {
 }
 
 #[test]
+fn orphan_stacks_on_request() {
+    let text = "\
+ t-5 [0] 1.1: user_unwind_stack: cookie=0x1 nr=1 offsets={0x10} hashes={0x0}
+";
+    let (samples, e) = Engine::run_text(text);
+    assert!(samples.is_empty());
+    assert_eq!(e.stats.stacks_without_cookie, 1);
+    let (ok, out, _) = ustack(&["-q"], text);
+    assert!(ok && out.is_empty(), "{out}");
+    let (ok, out, _) = ustack(&["-q", "--orphans"], text);
+    assert!(ok);
+    assert_eq!(out, "t-5 [0] 1.1: user_unwind_stack: cookie=0x1 nr=1 offsets={0x10} hashes={0x0}\n    0x0000000000000010 [anon]\n\n");
+    let (_, out, _) = ustack(&["-q", "--orphans", "-f", "folded", "--event", "user_unwind_stack"], text);
+    assert_eq!(out, "t;[anon] 1\n");
+}
+
+#[test]
 fn truncated_multiline_stack() {
     let text = "\
  t-5 [0] 1.0: e: x
