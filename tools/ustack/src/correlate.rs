@@ -121,10 +121,16 @@ impl Correlator {
                 Frame::NoMap(f.offset)
             }
             h => match self.by_hash.get(&h) {
-                Some(&file) => Frame::File { offset: f.offset, file },
+                Some(&file) => Frame::File {
+                    offset: f.offset,
+                    file,
+                },
                 None => {
                     stats.frames_unknown_hash += 1;
-                    Frame::UnknownHash { offset: f.offset, hash: h }
+                    Frame::UnknownHash {
+                        offset: f.offset,
+                        hash: h,
+                    }
                 }
             },
         }
@@ -132,12 +138,18 @@ impl Correlator {
 
     fn flush_no_stack(cookie: u64, evs: Vec<Record>, stats: &mut Stats, out: &mut Vec<Sample>) {
         stats.cookies_without_stack += 1;
-        out.extend(evs.into_iter().map(|event| Sample { event, stack: StackState::NoStack(cookie) }));
+        out.extend(evs.into_iter().map(|event| Sample {
+            event,
+            stack: StackState::NoStack(cookie),
+        }));
     }
 
     fn flush_no_cookie(evs: Vec<Record>, stats: &mut Stats, out: &mut Vec<Sample>) {
         stats.events_without_cookie += evs.len() as u64;
-        out.extend(evs.into_iter().map(|event| Sample { event, stack: StackState::NoCookie }));
+        out.extend(evs.into_iter().map(|event| Sample {
+            event,
+            stack: StackState::NoCookie,
+        }));
     }
 
     /// Feed one record; samples that are complete (or known to be lost) are appended.
@@ -169,11 +181,16 @@ impl Correlator {
                         if let Some((c, evs)) = prev {
                             Self::flush_no_stack(c, evs, stats, out);
                         }
-                        self.waiting_stack.insert(pid, (cookie, ev.into_iter().collect()));
+                        self.waiting_stack
+                            .insert(pid, (cookie, ev.into_iter().collect()));
                     }
                 }
             }
-            Kind::Stack { cookie, frames, truncated } => {
+            Kind::Stack {
+                cookie,
+                frames,
+                truncated,
+            } => {
                 stats.stacks += 1;
                 let stack = Rc::new(Stack {
                     cookie: *cookie,
@@ -197,7 +214,10 @@ impl Correlator {
                         if self.keep_orphans {
                             let mut event = rec.clone();
                             event.kind = Kind::Other;
-                            out.push(Sample { event, stack: StackState::Ok(Rc::clone(&stack)) });
+                            out.push(Sample {
+                                event,
+                                stack: StackState::Ok(Rc::clone(&stack)),
+                            });
                         }
                     }
                 }
@@ -206,10 +226,19 @@ impl Correlator {
                     Self::flush_no_cookie(evs, stats, out);
                 }
             }
-            Kind::FileCache { hash, path, build_id, deleted } => {
+            Kind::FileCache {
+                hash,
+                path,
+                build_id,
+                deleted,
+            } => {
                 stats.file_cache += 1;
                 let hash = *hash;
-                let entry = FileEntry { path: path.clone(), build_id: build_id.clone(), deleted: *deleted };
+                let entry = FileEntry {
+                    path: path.clone(),
+                    build_id: build_id.clone(),
+                    deleted: *deleted,
+                };
                 let id = self.intern(entry);
                 if let Some(&old) = self.by_hash.get(&hash) {
                     let (a, b) = (&self.files[old], &self.files[id]);

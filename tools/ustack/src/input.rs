@@ -51,15 +51,27 @@ impl Input {
                 return Ok(inp);
             }
             let reader = BufReader::new(Cursor::new(prefix).chain(io::stdin()));
-            return Ok(Input { reader: Box::new(reader), child: None, tmp: None, what: "stdin".into() });
+            return Ok(Input {
+                reader: Box::new(reader),
+                child: None,
+                tmp: None,
+                what: "stdin".into(),
+            });
         }
         let mut f = File::open(path).map_err(|e| format!("{path}: {e}"))?;
-        let prefix = read_prefix(&mut f, TRACE_DAT_MAGIC.len()).map_err(|e| format!("{path}: {e}"))?;
+        let prefix =
+            read_prefix(&mut f, TRACE_DAT_MAGIC.len()).map_err(|e| format!("{path}: {e}"))?;
         if prefix == TRACE_DAT_MAGIC {
             return Self::trace_cmd(path, trace_cmd);
         }
-        f.seek(SeekFrom::Start(0)).map_err(|e| format!("{path}: {e}"))?;
-        Ok(Input { reader: Box::new(BufReader::new(f)), child: None, tmp: None, what: path.into() })
+        f.seek(SeekFrom::Start(0))
+            .map_err(|e| format!("{path}: {e}"))?;
+        Ok(Input {
+            reader: Box::new(BufReader::new(f)),
+            child: None,
+            tmp: None,
+            what: path.into(),
+        })
     }
 
     fn trace_cmd(path: &str, trace_cmd: &str) -> Result<Input, String> {

@@ -93,19 +93,20 @@ fn run(cli: Cli) -> Result<(), String> {
     let (mut buf, mut line) = (Vec::new(), String::new());
     let werr = |e: io::Error| format!("writing output: {e}");
 
-    let mut emit = |samples: &mut Vec<Sample>, engine: &mut Engine, out: &mut BufWriter<Box<dyn Write>>| {
-        for s in samples.drain(..) {
-            if !filter.matches(&s.event) {
-                continue;
+    let mut emit =
+        |samples: &mut Vec<Sample>, engine: &mut Engine, out: &mut BufWriter<Box<dyn Write>>| {
+            for s in samples.drain(..) {
+                if !filter.matches(&s.event) {
+                    continue;
+                }
+                let (files, stats) = engine.parts();
+                match cli.format {
+                    Format::Listing => write_listing(out, &s, files, &mut sym, stats)?,
+                    Format::Folded | Format::Svg => folded.add(&s, files, &mut sym, stats),
+                }
             }
-            let (files, stats) = engine.parts();
-            match cli.format {
-                Format::Listing => write_listing(out, &s, files, &mut sym, stats)?,
-                Format::Folded | Format::Svg => folded.add(&s, files, &mut sym, stats),
-            }
-        }
-        Ok::<(), io::Error>(())
-    };
+            Ok::<(), io::Error>(())
+        };
 
     let mut read_err = None;
     loop {

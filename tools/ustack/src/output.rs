@@ -11,11 +11,21 @@ use crate::symbolize::{SymFrame, SymResult, Symbolizer};
 /// One output line of a symbolized stack.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Line {
-    Sym { sym: SymFrame, path: String },
-    Unresolved { offset: u64, path: String, why: String },
+    Sym {
+        sym: SymFrame,
+        path: String,
+    },
+    Unresolved {
+        offset: u64,
+        path: String,
+        why: String,
+    },
     Anon(u64),
     NoMap(u64),
-    UnknownHash { offset: u64, hash: u32 },
+    UnknownHash {
+        offset: u64,
+        hash: u32,
+    },
 }
 
 impl Line {
@@ -87,12 +97,19 @@ pub fn symbolize_frames(
                     Ok(levels) => {
                         stats.frames_symbolized += 1;
                         for l in levels.iter() {
-                            out.push(Line::Sym { sym: l.clone(), path: entry.path.clone() });
+                            out.push(Line::Sym {
+                                sym: l.clone(),
+                                path: entry.path.clone(),
+                            });
                         }
                     }
                     Err(e) => {
                         stats.frames_unsymbolized += 1;
-                        out.push(Line::Unresolved { offset, path: entry.path.clone(), why: e.to_string() });
+                        out.push(Line::Unresolved {
+                            offset,
+                            path: entry.path.clone(),
+                            why: e.to_string(),
+                        });
                     }
                 }
             }
@@ -147,7 +164,13 @@ pub struct Folded {
 }
 
 impl Folded {
-    pub fn add(&mut self, s: &Sample, files: &[FileEntry], sym: &mut Symbolizer, stats: &mut Stats) {
+    pub fn add(
+        &mut self,
+        s: &Sample,
+        files: &[FileEntry],
+        sym: &mut Symbolizer,
+        stats: &mut Stats,
+    ) {
         let StackState::Ok(st) = &s.stack else { return };
         let lines = symbolize_frames(&st.frames, files, sym, stats);
         let mut key = s.event.comm.replace(';', ":");
@@ -162,7 +185,10 @@ impl Folded {
     }
 
     pub fn lines(&self) -> Vec<String> {
-        self.stacks.iter().map(|(k, v)| format!("{k} {v}")).collect()
+        self.stacks
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect()
     }
 
     pub fn write<W: Write>(&self, w: &mut W) -> io::Result<()> {
@@ -181,8 +207,12 @@ impl Folded {
         if lines.is_empty() {
             // inferno refuses empty input; draw an empty graph's worth of nothing instead
             opts.subtitle = Some("no stacks".into());
-            return inferno::flamegraph::from_lines(&mut opts, ["[no stacks] 1"].iter().copied(), w)
-                .map_err(io::Error::other);
+            return inferno::flamegraph::from_lines(
+                &mut opts,
+                ["[no stacks] 1"].iter().copied(),
+                w,
+            )
+            .map_err(io::Error::other);
         }
         inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), w)
             .map_err(io::Error::other)

@@ -126,19 +126,27 @@ pub fn parse_header(line: &str) -> Option<Header<'_>> {
     while let Some(rel) = line.get(search..)?.find('[') {
         let open = search + rel;
         search = open + 1;
-        let Some(close_rel) = line[open..].find(']') else { break };
+        let Some(close_rel) = line[open..].find(']') else {
+            break;
+        };
         let close = open + close_rel;
         let cpu_s = line[open + 1..close].trim();
         if !is_digits(cpu_s) || cpu_s.len() > 6 {
             continue;
         }
-        let Some((comm, pid)) = split_task(&line[..open]) else { continue };
+        let Some((comm, pid)) = split_task(&line[..open]) else {
+            continue;
+        };
         // trace-cmd report with several buffers: "instance: comm-pid [cpu] ..."
         let (instance, comm) = match comm.split_once(": ") {
-            Some((i, c)) if !i.is_empty() && !i.contains(char::is_whitespace) => (i, c.trim_start()),
+            Some((i, c)) if !i.is_empty() && !i.contains(char::is_whitespace) => {
+                (i, c.trim_start())
+            }
             _ => ("", comm),
         };
-        let Ok(cpu) = cpu_s.parse::<u32>() else { continue };
+        let Ok(cpu) = cpu_s.parse::<u32>() else {
+            continue;
+        };
         // after "[cpu]": optional flags, then "ts:"
         let rest = &line[close + 1..];
         let mut it = rest.split_whitespace();
@@ -171,7 +179,15 @@ pub fn parse_header(line: &str) -> Option<Header<'_>> {
         };
         // "unwind:user_unwind_cookie" style (system prefix) is accepted too
         let name = name.rsplit(':').next().unwrap_or(name);
-        return Some(Header { instance, comm, pid, cpu, ts, name, body });
+        return Some(Header {
+            instance,
+            comm,
+            pid,
+            cpu,
+            ts,
+            name,
+            body,
+        });
     }
     None
 }
@@ -244,7 +260,11 @@ pub fn parse_array(v: &str, elem: usize) -> Option<Vec<u64>> {
         return Some(
             bytes
                 .chunks(elem)
-                .map(|c| c.iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
+                .map(|c| {
+                    c.iter()
+                        .rev()
+                        .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+                })
                 .collect(),
         );
     }
@@ -355,7 +375,11 @@ impl Parser {
                 stats.truncated_stacks += 1;
             }
             if let Kind::Stack { cookie, .. } = rec.kind {
-                rec.kind = Kind::Stack { cookie, frames: p.frames, truncated };
+                rec.kind = Kind::Stack {
+                    cookie,
+                    frames: p.frames,
+                    truncated,
+                };
             }
             out.push(rec);
         }
@@ -433,12 +457,22 @@ impl Parser {
                 let hashes = field(h.body, "hashes");
                 if offs.is_none() && hashes.is_none() {
                     // tracefs multi-line form: frames follow on " => " lines
-                    let rec = make_record(self.line_no, line, &h, Kind::Stack {
-                        cookie,
+                    let rec = make_record(
+                        self.line_no,
+                        line,
+                        &h,
+                        Kind::Stack {
+                            cookie,
+                            frames: Vec::new(),
+                            truncated: false,
+                        },
+                    );
+                    self.pending = Some(Pending {
+                        rec,
+                        nr,
                         frames: Vec::new(),
-                        truncated: false,
+                        bad: false,
                     });
-                    self.pending = Some(Pending { rec, nr, frames: Vec::new(), bad: false });
                     if nr == Some(0) {
                         self.finish_pending(stats, out);
                     }
@@ -463,9 +497,16 @@ impl Parser {
                     .iter()
                     .zip(hashes.iter())
                     .take(MAX_FRAMES)
-                    .map(|(&offset, &hash)| RawFrame { offset, hash: hash as u32 })
+                    .map(|(&offset, &hash)| RawFrame {
+                        offset,
+                        hash: hash as u32,
+                    })
                     .collect();
-                Kind::Stack { cookie, frames, truncated }
+                Kind::Stack {
+                    cookie,
+                    frames,
+                    truncated,
+                }
             }
             "file_cache" => match parse_file_cache(h.body) {
                 Some(k) => k,
@@ -514,9 +555,14 @@ mod tests {
 
     #[test]
     fn header_tracefs() {
-        let h = parse_header("  sleep-123   [001] .....  10.000100: user_unwind_cookie: cookie=0x300000002")
-            .unwrap();
-        assert_eq!((h.comm, h.pid, h.cpu, h.ts, h.name), ("sleep", 123, 1, "10.000100", "user_unwind_cookie"));
+        let h = parse_header(
+            "  sleep-123   [001] .....  10.000100: user_unwind_cookie: cookie=0x300000002",
+        )
+        .unwrap();
+        assert_eq!(
+            (h.comm, h.pid, h.cpu, h.ts, h.name),
+            ("sleep", 123, 1, "10.000100", "user_unwind_cookie")
+        );
         assert_eq!(h.body, "cookie=0x300000002");
     }
 
@@ -524,7 +570,9 @@ mod tests {
     fn header_odd_comm() {
         let h = parse_header("my-we ird [1] comm-42 [3] d..1. 5.5: sys_enter: NR 110").unwrap();
         assert_eq!((h.comm, h.pid, h.cpu), ("my-we ird [1] comm", 42, 3));
-        let h = parse_header("  <...>-7 (   7) [000] 1.0: file_cache: hash=0x1 path=/a b build_id=").unwrap();
+        let h =
+            parse_header("  <...>-7 (   7) [000] 1.0: file_cache: hash=0x1 path=/a b build_id=")
+                .unwrap();
         assert_eq!((h.comm, h.pid, h.name), ("<...>", 7, "file_cache"));
         let h = parse_header("bash-5 [000] 123456: do_sys_open <-foo").unwrap();
         assert_eq!((h.name, h.body), ("", "do_sys_open <-foo"));
@@ -532,7 +580,10 @@ mod tests {
 
     #[test]
     fn arrays() {
-        assert_eq!(parse_array("{0x1139,0x29d90}", 8), Some(vec![0x1139, 0x29d90]));
+        assert_eq!(
+            parse_array("{0x1139,0x29d90}", 8),
+            Some(vec![0x1139, 0x29d90])
+        );
         assert_eq!(parse_array("{}", 8), Some(vec![]));
         assert_eq!(parse_array("{ 1, 2 }", 8), Some(vec![1, 2]));
         assert_eq!(parse_array("ARRAY[39, 11, 00, 00]", 4), Some(vec![0x1139]));
@@ -541,7 +592,8 @@ mod tests {
 
     #[test]
     fn file_cache_spaces() {
-        let k = parse_file_cache("hash=0xa1b2c3d4 path=/tmp/my dir/a (deleted) build_id=ABcd").unwrap();
+        let k =
+            parse_file_cache("hash=0xa1b2c3d4 path=/tmp/my dir/a (deleted) build_id=ABcd").unwrap();
         assert_eq!(
             k,
             Kind::FileCache {

@@ -62,9 +62,15 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rows: &[(&str, u64)] = &[
             ("lines read", self.lines),
-            ("lines ignored (comments, headers, other formats)", self.ignored_lines),
+            (
+                "lines ignored (comments, headers, other formats)",
+                self.ignored_lines,
+            ),
             ("malformed lines", self.malformed),
-            ("frame lines without a stack header", self.orphan_frame_lines),
+            (
+                "frame lines without a stack header",
+                self.orphan_frame_lines,
+            ),
             ("truncated stacks", self.truncated_stacks),
             ("events lost (reported by the tracer)", self.lost_reported),
             ("events", self.events),
@@ -80,10 +86,19 @@ impl fmt::Display for Stats {
             ("frames", self.frames),
             ("frames in anonymous memory", self.frames_anon),
             ("frames outside any mapping", self.frames_nomap),
-            ("frames with a hash without file_cache", self.frames_unknown_hash),
+            (
+                "frames with a hash without file_cache",
+                self.frames_unknown_hash,
+            ),
             ("files not found", self.files_not_found),
-            ("files with a build-id mismatch", self.files_build_id_mismatch),
-            ("files without a recorded build-id (unverified)", self.files_unverified),
+            (
+                "files with a build-id mismatch",
+                self.files_build_id_mismatch,
+            ),
+            (
+                "files without a recorded build-id (unverified)",
+                self.files_unverified,
+            ),
             ("files unreadable or not ELF", self.files_unreadable),
             ("output frames symbolized", self.frames_symbolized),
             ("output frames not symbolized", self.frames_unsymbolized),

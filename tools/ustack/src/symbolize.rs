@@ -72,10 +72,16 @@ pub struct ElfInfo {
 impl ElfInfo {
     /// Load `path`: program headers, build-id check, DWARF/symbol loader.
     /// `expected` is the recorded build-id (lower-case hex, may be empty).
-    pub fn open(path: &Path, expected: &str, sysroot: Option<&Path>) -> Result<(Self, bool), SymError> {
+    pub fn open(
+        path: &Path,
+        expected: &str,
+        sysroot: Option<&Path>,
+    ) -> Result<(Self, bool), SymError> {
         let data = match std::fs::read(path) {
             Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(SymError::FileNotFound),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(SymError::FileNotFound)
+            }
             Err(_) => return Err(SymError::NotElf),
         };
         let obj = object::File::parse(&*data).map_err(|_| SymError::NotElf)?;
@@ -90,18 +96,33 @@ impl ElfInfo {
         let segments = elf_load_segments(&obj);
         let has_dwarf = obj.section_by_name(".debug_info").is_some();
         let debug = if !has_dwarf && !found.is_empty() && found.len() > 2 {
-            let rel = format!("usr/lib/debug/.build-id/{}/{}.debug", &found[..2], &found[2..]);
+            let rel = format!(
+                "usr/lib/debug/.build-id/{}/{}.debug",
+                &found[..2],
+                &found[2..]
+            );
             let p = match sysroot {
                 Some(r) => r.join(&rel),
                 None => Path::new("/").join(&rel),
             };
-            if p.exists() { Loader::new(&p).ok() } else { None }
+            if p.exists() {
+                Loader::new(&p).ok()
+            } else {
+                None
+            }
         } else {
             None
         };
         drop(obj);
         let loader = Loader::new(path).ok();
-        Ok((ElfInfo { segments, loader, debug }, verified))
+        Ok((
+            ElfInfo {
+                segments,
+                loader,
+                debug,
+            },
+            verified,
+        ))
     }
 
     /// File offset → virtual address (link-time, as in the symbol table and DWARF).
@@ -116,7 +137,11 @@ impl ElfInfo {
     /// address points after the call).
     pub fn symbolize(&self, off: u64, is_return: bool) -> Result<Vec<SymFrame>, SymError> {
         let vaddr = self.offset_to_vaddr(off).ok_or(SymError::NoSegment)?;
-        let probe = if is_return { vaddr.saturating_sub(1) } else { vaddr };
+        let probe = if is_return {
+            vaddr.saturating_sub(1)
+        } else {
+            vaddr
+        };
         let mut out = Vec::new();
         let dwarf = self.debug.as_ref().or(self.loader.as_ref());
         if let Some(l) = dwarf {
@@ -131,24 +156,40 @@ impl ElfInfo {
                         Some(loc) => (loc.file.map(str::to_string), loc.line),
                         None => (None, None),
                     };
-                    out.push(SymFrame { function, offset: None, file, line, inlined: true });
+                    out.push(SymFrame {
+                        function,
+                        offset: None,
+                        file,
+                        line,
+                        inlined: true,
+                    });
                 }
             }
         }
         let sym = self
             .loader
             .as_ref()
-            .and_then(|l| l.find_symbol_info(probe).map(|s| (s.name().to_string(), s.address())))
+            .and_then(|l| {
+                l.find_symbol_info(probe)
+                    .map(|s| (s.name().to_string(), s.address()))
+            })
             .or_else(|| {
-                self.debug
-                    .as_ref()
-                    .and_then(|l| l.find_symbol_info(probe).map(|s| (s.name().to_string(), s.address())))
+                self.debug.as_ref().and_then(|l| {
+                    l.find_symbol_info(probe)
+                        .map(|s| (s.name().to_string(), s.address()))
+                })
             });
         if out.is_empty() {
             if sym.is_none() {
                 return Err(SymError::NoSymbol);
             }
-            out.push(SymFrame { function: None, offset: None, file: None, line: None, inlined: true });
+            out.push(SymFrame {
+                function: None,
+                offset: None,
+                file: None,
+                line: None,
+                inlined: true,
+            });
         }
         if let Some(last) = out.last_mut() {
             last.inlined = false;
@@ -168,7 +209,11 @@ fn elf_load_segments(obj: &object::File<'_>) -> Vec<Segment> {
     obj.segments()
         .map(|s| {
             let (offset, filesz) = s.file_range();
-            Segment { offset, filesz, vaddr: s.address() }
+            Segment {
+                offset,
+                filesz,
+                vaddr: s.address(),
+            }
         })
         .filter(|s| s.filesz > 0)
         .collect()
@@ -189,7 +234,12 @@ pub struct Symbolizer {
 
 impl Symbolizer {
     pub fn new(sysroot: Option<PathBuf>) -> Self {
-        Symbolizer { sysroot, files: HashMap::new(), cache: HashMap::new(), use_cache: true }
+        Symbolizer {
+            sysroot,
+            files: HashMap::new(),
+            cache: HashMap::new(),
+            use_cache: true,
+        }
     }
 
     /// The path on this machine for a path recorded in the trace.
@@ -200,7 +250,12 @@ impl Symbolizer {
         }
     }
 
-    fn file(&mut self, id: FileId, entry: &FileEntry, stats: &mut Stats) -> Result<Rc<ElfInfo>, SymError> {
+    fn file(
+        &mut self,
+        id: FileId,
+        entry: &FileEntry,
+        stats: &mut Stats,
+    ) -> Result<Rc<ElfInfo>, SymError> {
         if let Some(r) = self.files.get(&id) {
             return r.clone();
         }
@@ -237,7 +292,11 @@ impl Symbolizer {
         self.remember(id, r)
     }
 
-    fn remember(&mut self, id: FileId, r: Result<Rc<ElfInfo>, SymError>) -> Result<Rc<ElfInfo>, SymError> {
+    fn remember(
+        &mut self,
+        id: FileId,
+        r: Result<Rc<ElfInfo>, SymError>,
+    ) -> Result<Rc<ElfInfo>, SymError> {
         self.files.insert(id, r.clone());
         r
     }
@@ -258,7 +317,9 @@ impl Symbolizer {
                 return r.clone();
             }
         }
-        let r = self.file(id, entry, stats).and_then(|f| f.symbolize(offset, is_return).map(Rc::new));
+        let r = self
+            .file(id, entry, stats)
+            .and_then(|f| f.symbolize(offset, is_return).map(Rc::new));
         if self.use_cache {
             self.cache.insert(key, r.clone());
         }

@@ -26,7 +26,10 @@ impl Rng {
 }
 
 fn frames_wanted() -> usize {
-    std::env::var("USTACK_BENCH_FRAMES").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000)
+    std::env::var("USTACK_BENCH_FRAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
 }
 
 /// File offsets of every instruction-ish position in the text of `bin`: the function
@@ -34,7 +37,11 @@ fn frames_wanted() -> usize {
 fn text_offsets(bin: &std::path::Path) -> Vec<u64> {
     let segs = loads(bin);
     let vaddr_to_offset = |_: &std::path::Path, a: u64| conv(&segs, a);
-    let out = std::process::Command::new("nm").args(["-S", "--defined-only"]).arg(bin).output().unwrap();
+    let out = std::process::Command::new("nm")
+        .args(["-S", "--defined-only"])
+        .arg(bin)
+        .output()
+        .unwrap();
     let mut v = Vec::new();
     for l in String::from_utf8_lossy(&out.stdout).lines() {
         let f: Vec<_> = l.split_whitespace().collect();
@@ -56,7 +63,14 @@ fn bench_symbolize() {
     let n = frames_wanted();
     let d = tmpdir("bench");
     let src = include_str!("../demo/demo.c");
-    let bin = build(&d, "cc", "demo", "c", src, &["-O1", "-g", "-fno-inline", "-Wl,--build-id"]);
+    let bin = build(
+        &d,
+        "cc",
+        "demo",
+        "c",
+        src,
+        &["-O1", "-g", "-fno-inline", "-Wl,--build-id"],
+    );
     let bid = build_id(&bin);
     let offs = text_offsets(&bin);
 
@@ -71,10 +85,17 @@ fn bench_symbolize() {
     ));
     let mut r = Rng(7);
     for i in 0..stacks {
-        let o: Vec<String> = (0..per).map(|_| format!("0x{:x}", offs[(r.next() % offs.len() as u64) as usize])).collect();
+        let o: Vec<String> = (0..per)
+            .map(|_| format!("0x{:x}", offs[(r.next() % offs.len() as u64) as usize]))
+            .collect();
         let h = vec!["0xabc"; per];
-        text.push_str(&format!(" demo-1 [0] 2.{i:06}: sys_enter_getppid: NR 110 ()\n"));
-        text.push_str(&format!(" demo-1 [0] 2.{i:06}: user_unwind_cookie: cookie=0x{:x}\n", i + 1));
+        text.push_str(&format!(
+            " demo-1 [0] 2.{i:06}: sys_enter_getppid: NR 110 ()\n"
+        ));
+        text.push_str(&format!(
+            " demo-1 [0] 2.{i:06}: user_unwind_cookie: cookie=0x{:x}\n",
+            i + 1
+        ));
         text.push_str(&format!(
             " demo-1 [0] 2.{i:06}: user_unwind_stack: cookie=0x{:x} nr={per} offsets={{{}}} hashes={{{}}}\n",
             i + 1,
@@ -99,7 +120,11 @@ fn bench_symbolize() {
     let frames = e.stats.frames;
     assert_eq!(frames as usize, stacks * per);
     // a few return addresses at the very start of _start have nothing before them
-    assert!(e.stats.frames_symbolized as f64 > 0.99 * frames as f64, "{}", e.stats);
+    assert!(
+        e.stats.frames_symbolized as f64 > 0.99 * frames as f64,
+        "{}",
+        e.stats
+    );
     println!(
         "end-to-end (parse+correlate+symbolize+fold, cached): {frames} frames in {dt:.3} s = {:.0} frames/s ({} distinct offsets)",
         frames as f64 / dt,
@@ -115,7 +140,11 @@ fn bench_symbolize() {
     }
     for (path, bid) in cases {
         let offs = text_offsets_or_dyn(&path);
-        let entry = FileEntry { path: path.to_string_lossy().into(), build_id: bid, deleted: false };
+        let entry = FileEntry {
+            path: path.to_string_lossy().into(),
+            build_id: bid,
+            deleted: false,
+        };
         let mut sym = Symbolizer::new(None);
         sym.use_cache = false;
         let m = n.min(1_000_000);
@@ -138,13 +167,24 @@ fn bench_symbolize() {
 }
 
 fn text_offsets_or_dyn(bin: &std::path::Path) -> Vec<u64> {
-    let out = std::process::Command::new("nm").args(["-S", "--defined-only"]).arg(bin).output().unwrap();
-    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.contains(" T ")) {
+    let out = std::process::Command::new("nm")
+        .args(["-S", "--defined-only"])
+        .arg(bin)
+        .output()
+        .unwrap();
+    if String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.contains(" T "))
+    {
         return text_offsets(bin);
     }
     let segs = loads(bin);
     let vaddr_to_offset = |_: &std::path::Path, a: u64| conv(&segs, a);
-    let out = std::process::Command::new("nm").args(["-D", "-S", "--defined-only"]).arg(bin).output().unwrap();
+    let out = std::process::Command::new("nm")
+        .args(["-D", "-S", "--defined-only"])
+        .arg(bin)
+        .output()
+        .unwrap();
     let mut v = Vec::new();
     for l in String::from_utf8_lossy(&out.stdout).lines() {
         let f: Vec<_> = l.split_whitespace().collect();

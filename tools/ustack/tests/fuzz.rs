@@ -30,12 +30,64 @@ impl Rng {
 }
 
 const TOKENS: &[&str] = &[
-    " ", "  ", "-", "--", "[", "]", "[001]", "[1]", "(", ")", ":", ": ", "=>", " => ", "0x", "{", "}", ",",
-    "ARRAY[", "cookie=", "nr=", "offsets=", "hashes=", "hash=", "path=", " build_id=", "(deleted)",
-    "user_unwind_cookie:", "user_unwind_stack:", "file_cache:", "unwind:", ".....", "d..1.", "10.000100:",
-    "123", "0", "18446744073709551615", "18446744073709551616", "0xffffffffffffffff", "0x10000000000000000",
-    "0xffffffff", "4294967296", "[anon]", "[nomap]", "[a1b2c3d4]", "é", "€", "\u{0}", "\t", "#", "<...>",
-    "<stack trace>", "CPU:1 [LOST ", " EVENTS]", "sleep", "-123", "99999999999", "\r",
+    " ",
+    "  ",
+    "-",
+    "--",
+    "[",
+    "]",
+    "[001]",
+    "[1]",
+    "(",
+    ")",
+    ":",
+    ": ",
+    "=>",
+    " => ",
+    "0x",
+    "{",
+    "}",
+    ",",
+    "ARRAY[",
+    "cookie=",
+    "nr=",
+    "offsets=",
+    "hashes=",
+    "hash=",
+    "path=",
+    " build_id=",
+    "(deleted)",
+    "user_unwind_cookie:",
+    "user_unwind_stack:",
+    "file_cache:",
+    "unwind:",
+    ".....",
+    "d..1.",
+    "10.000100:",
+    "123",
+    "0",
+    "18446744073709551615",
+    "18446744073709551616",
+    "0xffffffffffffffff",
+    "0x10000000000000000",
+    "0xffffffff",
+    "4294967296",
+    "[anon]",
+    "[nomap]",
+    "[a1b2c3d4]",
+    "é",
+    "€",
+    "\u{0}",
+    "\t",
+    "#",
+    "<...>",
+    "<stack trace>",
+    "CPU:1 [LOST ",
+    " EVENTS]",
+    "sleep",
+    "-123",
+    "99999999999",
+    "\r",
 ];
 
 fn mutate(r: &mut Rng, line: &str) -> String {
@@ -61,7 +113,9 @@ fn mutate(r: &mut Rng, line: &str) -> String {
             }
             4 if !s.is_empty() => {
                 let i = r.below(s.len());
-                s[i] = *r.pick(&['0', '9', 'f', 'x', ' ', '=', ',', '{', '}', '[', ']', '-', ':']);
+                s[i] = *r.pick(&[
+                    '0', '9', 'f', 'x', ' ', '=', ',', '{', '}', '[', ']', '-', ':',
+                ]);
             }
             5 if s.len() > 2 => {
                 // duplicate a slice
@@ -89,9 +143,15 @@ fn check(lines: &[String], sym: &mut Symbolizer) {
     e.finish(&mut samples);
     // every event comes out exactly once, whatever happened to its cookie and stack
     assert_eq!(samples.len() as u64, e.stats.events, "{}", e.stats);
-    let ok = samples.iter().filter(|s| matches!(s.stack, StackState::Ok(_))).count() as u64;
+    let ok = samples
+        .iter()
+        .filter(|s| matches!(s.stack, StackState::Ok(_)))
+        .count() as u64;
     assert_eq!(ok, e.stats.events_with_stack);
-    let no_cookie = samples.iter().filter(|s| s.stack == StackState::NoCookie).count() as u64;
+    let no_cookie = samples
+        .iter()
+        .filter(|s| s.stack == StackState::NoCookie)
+        .count() as u64;
     assert_eq!(no_cookie, e.stats.events_without_cookie);
     let mut folded = Folded::default();
     let mut out = Vec::new();
@@ -110,19 +170,45 @@ fn check(lines: &[String], sym: &mut Symbolizer) {
 #[test]
 fn fuzz_parsers_and_correlation() {
     let d = tmpdir("fuzz");
-    let bin = build(&d, "cc", "demo", "c", include_str!("../demo/demo.c"), &["-O1", "-g", "-Wl,--build-id"]);
+    let bin = build(
+        &d,
+        "cc",
+        "demo",
+        "c",
+        include_str!("../demo/demo.c"),
+        &["-O1", "-g", "-Wl,--build-id"],
+    );
     let bid = build_id(&bin);
     let text_offset = sym_offset(&bin, "main");
     // seeds: a well-formed trace in both forms naming a real ELF file
-    let mut evs = vec![Ev::File { hash: 0xabc, path: bin.to_string_lossy().into(), build_id: bid }];
+    let mut evs = vec![Ev::File {
+        hash: 0xabc,
+        path: bin.to_string_lossy().into(),
+        build_id: bid,
+    }];
     for i in 0..6u64 {
-        evs.push(Ev::Event { comm: "fz", pid: 3, name: "ev", body: "a=1" });
-        evs.push(Ev::Cookie { comm: "fz", pid: 3, cookie: i + 1 });
+        evs.push(Ev::Event {
+            comm: "fz",
+            pid: 3,
+            name: "ev",
+            body: "a=1",
+        });
+        evs.push(Ev::Cookie {
+            comm: "fz",
+            pid: 3,
+            cookie: i + 1,
+        });
         evs.push(Ev::Stack {
             comm: "fz",
             pid: 3,
             cookie: i + 1,
-            frames: vec![(text_offset + i, 0xabc), (i * 977, 0xabc), (0x7fff0000, 0), (1, 0xffffffff), (5, 0x999)],
+            frames: vec![
+                (text_offset + i, 0xabc),
+                (i * 977, 0xabc),
+                (0x7fff0000, 0),
+                (1, 0xffffffff),
+                (5, 0x999),
+            ],
         });
     }
     let mut seeds: Vec<String> = Vec::new();
@@ -152,7 +238,8 @@ fn fuzz_parsers_and_correlation() {
             };
             lines.push(l);
         }
-        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&lines, &mut sym)));
+        let res =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&lines, &mut sym)));
         if res.is_err() {
             panic!("round {round} failed on:\n{}", lines.join("\n"));
         }
@@ -175,7 +262,10 @@ fn fuzz_single_line_parsers() {
         let _ = ustack::parse::parse_array(&l, 4);
         if let Some(h) = ustack::parse::parse_header(&l) {
             // fields come from the line itself
-            assert!(l.contains(h.comm) && l.contains(h.ts) && l.contains(h.name), "{l}");
+            assert!(
+                l.contains(h.comm) && l.contains(h.ts) && l.contains(h.name),
+                "{l}"
+            );
         }
     }
 }

@@ -74,13 +74,18 @@ int main(int argc, char **) { ns::Widget w; return w.frob(argc); }
 "#;
 
 fn entry(bin: &Path, build_id: &str) -> FileEntry {
-    FileEntry { path: bin.to_string_lossy().into_owned(), build_id: build_id.into(), deleted: false }
+    FileEntry {
+        path: bin.to_string_lossy().into_owned(),
+        build_id: build_id.into(),
+        deleted: false,
+    }
 }
 
 fn sym(bin: &Path, build_id: &str, off: u64, is_return: bool) -> Result<Vec<SymFrame>, SymError> {
     let mut s = Symbolizer::new(None);
     let mut st = Stats::default();
-    s.symbolize(0, &entry(bin, build_id), off, is_return, &mut st).map(|v| (*v).clone())
+    s.symbolize(0, &entry(bin, build_id), off, is_return, &mut st)
+        .map(|v| (*v).clone())
 }
 
 fn file_name(f: &SymFrame) -> Option<&str> {
@@ -113,7 +118,11 @@ fn check_prog_dwarf(bin: &Path, bid: &str) {
     assert_eq!(r[0].function.as_deref(), Some("ut_middle"));
     assert_eq!(r[0].line, Some(line_of(PROG, "CALL:ut_middle->ut_touch")));
     let r0 = sym(bin, bid, vaddr_to_offset(bin, ra), false).unwrap();
-    assert_ne!(r0[0].line, Some(line_of(PROG, "CALL:ut_middle->ut_touch")), "frame 0 is not moved back");
+    assert_ne!(
+        r0[0].line,
+        Some(line_of(PROG, "CALL:ut_middle->ut_touch")),
+        "frame 0 is not moved back"
+    );
     let ra = return_addrs(bin, "ut_middle", "ut_leaf")[0];
     let off = vaddr_to_offset(bin, ra);
     // the same address symbolized as frame 0 must not be moved back by one
@@ -135,7 +144,14 @@ fn check_prog_dwarf(bin: &Path, bid: &str) {
 #[test]
 fn pie_with_dwarf_and_build_id() {
     let d = tmpdir("pie");
-    let bin = build(&d, "cc", "prog", "c", PROG, &["-O0", "-g", "-Wl,--build-id"]);
+    let bin = build(
+        &d,
+        "cc",
+        "prog",
+        "c",
+        PROG,
+        &["-O0", "-g", "-Wl,--build-id"],
+    );
     let bid = build_id(&bin);
     assert_eq!(bid.len(), 40, "sha1 build-id expected");
     check_prog_dwarf(&bin, &bid);
@@ -144,10 +160,20 @@ fn pie_with_dwarf_and_build_id() {
 #[test]
 fn non_pie_offsets_differ_from_addresses() {
     let d = tmpdir("nopie");
-    let bin = build(&d, "cc", "prog", "c", PROG, &["-O0", "-g", "-no-pie", "-Wl,--build-id"]);
+    let bin = build(
+        &d,
+        "cc",
+        "prog",
+        "c",
+        PROG,
+        &["-O0", "-g", "-no-pie", "-Wl,--build-id"],
+    );
     let a = nm_addr(&bin, "ut_leaf");
     let off = sym_offset(&bin, "ut_leaf");
-    assert_ne!(a, off, "non-PIE: vaddr and file offset must differ for this test to mean anything");
+    assert_ne!(
+        a, off,
+        "non-PIE: vaddr and file offset must differ for this test to mean anything"
+    );
     check_prog_dwarf(&bin, &build_id(&bin));
     // the virtual address used as an offset must not give ut_leaf
     let r = sym(&bin, &build_id(&bin), a, false);
@@ -157,27 +183,56 @@ fn non_pie_offsets_differ_from_addresses() {
 #[test]
 fn no_build_id_is_unverified_but_symbolized() {
     let d = tmpdir("nobid");
-    let bin = build(&d, "cc", "prog", "c", PROG, &["-O0", "-g", "-Wl,--build-id=none"]);
+    let bin = build(
+        &d,
+        "cc",
+        "prog",
+        "c",
+        PROG,
+        &["-O0", "-g", "-Wl,--build-id=none"],
+    );
     assert_eq!(build_id(&bin), "");
     check_prog_dwarf(&bin, "");
     let mut s = Symbolizer::new(None);
     let mut st = Stats::default();
-    s.symbolize(0, &entry(&bin, ""), sym_offset(&bin, "ut_leaf"), false, &mut st).unwrap();
+    s.symbolize(
+        0,
+        &entry(&bin, ""),
+        sym_offset(&bin, "ut_leaf"),
+        false,
+        &mut st,
+    )
+    .unwrap();
     assert_eq!(st.files_unverified, 1);
     // a recorded build-id the file does not have: mismatch, no guess
-    let r = sym(&bin, "0123456789abcdef0123456789abcdef01234567", sym_offset(&bin, "ut_leaf"), false);
+    let r = sym(
+        &bin,
+        "0123456789abcdef0123456789abcdef01234567",
+        sym_offset(&bin, "ut_leaf"),
+        false,
+    );
     assert_eq!(r, Err(SymError::BuildIdMismatch));
 }
 
 #[test]
 fn build_id_mismatch_and_missing_file() {
     let d = tmpdir("mismatch");
-    let bin = build(&d, "cc", "prog", "c", PROG, &["-O0", "-g", "-Wl,--build-id"]);
+    let bin = build(
+        &d,
+        "cc",
+        "prog",
+        "c",
+        PROG,
+        &["-O0", "-g", "-Wl,--build-id"],
+    );
     let off = sym_offset(&bin, "ut_leaf");
     let mut wrong = build_id(&bin);
     let last = if wrong.ends_with('0') { "1" } else { "0" };
     wrong.replace_range(39..40, last);
-    assert_eq!(sym(&bin, &wrong, off, false), Err(SymError::BuildIdMismatch));
+    assert_eq!(
+        sym(&bin, &wrong, off, false),
+        Err(SymError::BuildIdMismatch)
+    );
     // upper-case recorded id still matches
     assert!(sym(&bin, &build_id(&bin).to_uppercase(), off, false).is_ok());
     let gone = d.join("does-not-exist");
@@ -185,10 +240,21 @@ fn build_id_mismatch_and_missing_file() {
     // deleted, no build-id to prove it is the same file: refuse
     let mut s = Symbolizer::new(None);
     let mut st = Stats::default();
-    let e = FileEntry { path: bin.to_string_lossy().into(), build_id: String::new(), deleted: true };
-    assert_eq!(s.symbolize(0, &e, off, false, &mut st).map(|_| ()), Err(SymError::FileDeleted));
+    let e = FileEntry {
+        path: bin.to_string_lossy().into(),
+        build_id: String::new(),
+        deleted: true,
+    };
+    assert_eq!(
+        s.symbolize(0, &e, off, false, &mut st).map(|_| ()),
+        Err(SymError::FileDeleted)
+    );
     // deleted but the build-id proves it: symbolize
-    let e = FileEntry { path: bin.to_string_lossy().into(), build_id: build_id(&bin), deleted: true };
+    let e = FileEntry {
+        path: bin.to_string_lossy().into(),
+        build_id: build_id(&bin),
+        deleted: true,
+    };
     assert!(s.symbolize(1, &e, off, false, &mut st).is_ok());
     // not an ELF file
     let txt = d.join("prog.c");
@@ -217,7 +283,14 @@ fn no_debug_info_uses_symbol_table() {
 #[test]
 fn shared_library_with_and_without_symtab() {
     let d = tmpdir("shlib");
-    let so = build(&d, "cc", "libut.so", "c", LIB, &["-O0", "-g", "-shared", "-fPIC", "-Wl,--build-id"]);
+    let so = build(
+        &d,
+        "cc",
+        "libut.so",
+        "c",
+        LIB,
+        &["-O0", "-g", "-shared", "-fPIC", "-Wl,--build-id"],
+    );
     let bid = build_id(&so);
     let r = sym(&so, &bid, sym_offset(&so, "lib_helper"), false).unwrap();
     assert_eq!(r[0].function.as_deref(), Some("lib_helper"));
@@ -231,7 +304,11 @@ fn shared_library_with_and_without_symtab() {
     // stripped: only the dynamic symbol table is left
     let stripped = d.join("libstripped.so");
     std::fs::copy(&so, &stripped).unwrap();
-    let ok = std::process::Command::new("strip").arg("--strip-all").arg(&stripped).status().unwrap();
+    let ok = std::process::Command::new("strip")
+        .arg("--strip-all")
+        .arg(&stripped)
+        .status()
+        .unwrap();
     assert!(ok.success());
     assert_eq!(build_id(&stripped), bid, "strip keeps the build-id");
     let off = vaddr_to_offset(&so, ra);
@@ -252,7 +329,14 @@ fn shared_library_with_high_base() {
         "libbase.so",
         "c",
         LIB,
-        &["-O0", "-g", "-shared", "-fPIC", "-Wl,--build-id", "-Wl,-Ttext-segment=0x10000000"],
+        &[
+            "-O0",
+            "-g",
+            "-shared",
+            "-fPIC",
+            "-Wl,--build-id",
+            "-Wl,-Ttext-segment=0x10000000",
+        ],
     );
     let a = nm_addr(&so, "lib_helper");
     let off = sym_offset(&so, "lib_helper");
@@ -269,7 +353,11 @@ fn cxx_names_are_demangled() {
         let bin = build(&d, "g++", name, "cc", CXX, flags);
         let off = sym_offset(&bin, "_ZN2ns6Widget4frobEi");
         let r = sym(&bin, "", off, false).unwrap();
-        assert_eq!(r[0].function.as_deref(), Some("ns::Widget::frob(int)"), "{name}");
+        assert_eq!(
+            r[0].function.as_deref(),
+            Some("ns::Widget::frob(int)"),
+            "{name}"
+        );
         if flags.contains(&"-g") {
             assert_eq!(r[0].line, Some(line_of(CXX, "ENTRY:frob")));
         }
@@ -280,11 +368,24 @@ fn cxx_names_are_demangled() {
 fn sysroot_prefixes_paths() {
     let d = tmpdir("sysroot");
     std::fs::create_dir_all(d.join("usr/bin")).unwrap();
-    let bin = build(&d.join("usr/bin"), "cc", "prog", "c", PROG, &["-O0", "-g", "-Wl,--build-id"]);
+    let bin = build(
+        &d.join("usr/bin"),
+        "cc",
+        "prog",
+        "c",
+        PROG,
+        &["-O0", "-g", "-Wl,--build-id"],
+    );
     let mut s = Symbolizer::new(Some(d.clone()));
     let mut st = Stats::default();
-    let e = FileEntry { path: "/usr/bin/prog".into(), build_id: build_id(&bin), deleted: false };
-    let r = s.symbolize(0, &e, sym_offset(&bin, "ut_leaf"), false, &mut st).unwrap();
+    let e = FileEntry {
+        path: "/usr/bin/prog".into(),
+        build_id: build_id(&bin),
+        deleted: false,
+    };
+    let r = s
+        .symbolize(0, &e, sym_offset(&bin, "ut_leaf"), false, &mut st)
+        .unwrap();
     assert_eq!(r[0].function.as_deref(), Some("ut_leaf"));
     let mut s = Symbolizer::new(None);
     assert_eq!(
@@ -299,7 +400,10 @@ fn offset_outside_load_segments() {
     let d = tmpdir("noseg");
     let bin = build(&d, "cc", "prog", "c", PROG, &["-O0", "-g"]);
     let size = std::fs::metadata(&bin).unwrap().len();
-    assert_eq!(sym(&bin, "", size + 0x100000, false), Err(SymError::NoSegment));
+    assert_eq!(
+        sym(&bin, "", size + 0x100000, false),
+        Err(SymError::NoSegment)
+    );
 }
 
 const RUST_SRC: &str = r#"
@@ -318,7 +422,14 @@ fn rust_names_are_demangled() {
         std::fs::write(&src, RUST_SRC).unwrap();
         let bin = d.join(name);
         let ok = std::process::Command::new("rustc")
-            .args(["--edition=2021", "-Copt-level=1", dbg, "--crate-name", "rtest", "-o"])
+            .args([
+                "--edition=2021",
+                "-Copt-level=1",
+                dbg,
+                "--crate-name",
+                "rtest",
+                "-o",
+            ])
             .arg(&bin)
             .arg(&src)
             .status()
@@ -332,11 +443,21 @@ fn rust_names_are_demangled() {
             .find(|s| s.contains("rtest") && s.contains("deep_fn"))
             .expect("mangled deep_fn")
             .to_string();
-        assert!(mangled.starts_with("_ZN") || mangled.starts_with("_R"), "{mangled}");
+        assert!(
+            mangled.starts_with("_ZN") || mangled.starts_with("_R"),
+            "{mangled}"
+        );
         let r = sym(&bin, "", sym_offset(&bin, &mangled), false).unwrap();
-        assert_eq!(r.last().unwrap().function.as_deref(), Some("rtest::deep_fn"), "{name}");
+        assert_eq!(
+            r.last().unwrap().function.as_deref(),
+            Some("rtest::deep_fn"),
+            "{name}"
+        );
         if dbg.ends_with('2') {
-            assert_eq!(r.last().unwrap().line, Some(line_of(RUST_SRC, "ENTRY:deep_fn")));
+            assert_eq!(
+                r.last().unwrap().line,
+                Some(line_of(RUST_SRC, "ENTRY:deep_fn"))
+            );
         }
     }
 }

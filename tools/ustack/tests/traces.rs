@@ -45,13 +45,22 @@ fn rst_examples_both_forms() {
         let (samples, e) = Engine::run_text(text);
         assert_eq!(samples.len(), 1, "{text}");
         let s = &samples[0];
-        assert_eq!((s.event.comm.as_str(), s.event.pid, s.event.name.as_str()), ("sleep", 123, "sys_enter_nanosleep"));
+        assert_eq!(
+            (s.event.comm.as_str(), s.event.pid, s.event.name.as_str()),
+            ("sleep", 123, "sys_enter_nanosleep")
+        );
         assert_eq!(s.event.ts, "10.000090");
         assert_eq!(
             ok_frames(s),
             vec![
-                Frame::File { offset: 0x1139, file: 0 },
-                Frame::UnknownHash { offset: 0x29d90, hash: 0x5e6f7081 },
+                Frame::File {
+                    offset: 0x1139,
+                    file: 0
+                },
+                Frame::UnknownHash {
+                    offset: 0x29d90,
+                    hash: 0x5e6f7081
+                },
                 Frame::Anon(0x7ffd1234a000),
             ]
         );
@@ -97,7 +106,12 @@ fn trace_cmd_instance_prefix() {
     for s in &samples {
         assert_eq!(s.event.comm, "demo");
         let want = if s.event.instance == "foo" { 1 } else { 2 };
-        assert_eq!(ok_frames(s), vec![Frame::Anon(want)], "{}", s.event.instance);
+        assert_eq!(
+            ok_frames(s),
+            vec![Frame::Anon(want)],
+            "{}",
+            s.event.instance
+        );
     }
     assert!(!e.stats.has_problems(), "{}", e.stats);
     let (ok, out, _) = ustack(&["-f", "folded", "--instance", "bar"], text);
@@ -115,7 +129,13 @@ fn raw_array_form() {
  a-1 [0] 1.3: file_cache: hash=0xa1b2c3d4 path=/x build_id=
 ";
     let (samples, _) = Engine::run_text(text);
-    assert_eq!(ok_frames(&samples[0]), vec![Frame::UnknownHash { offset: 0x1139, hash: 0xa1b2c3d4 }]);
+    assert_eq!(
+        ok_frames(&samples[0]),
+        vec![Frame::UnknownHash {
+            offset: 0x1139,
+            hash: 0xa1b2c3d4
+        }]
+    );
 }
 
 #[test]
@@ -132,7 +152,10 @@ fn one_cookie_serves_several_events() {
     assert_eq!(names, ["a", "b"]);
     assert!(samples.iter().all(|s| ok_frames(s) == vec![Frame::Anon(1)]));
     assert_eq!(e.stats.events_with_stack, 2);
-    assert_eq!(e.stats.cookies_without_stack + e.stats.stacks_without_cookie, 0);
+    assert_eq!(
+        e.stats.cookies_without_stack + e.stats.stacks_without_cookie,
+        0
+    );
 }
 
 #[test]
@@ -186,13 +209,22 @@ fn lost_events_are_counted() {
 CPU:1 [LOST 42 EVENTS]
 ";
     let (samples, e) = Engine::run_text(text);
-    let st: Vec<_> = samples.iter().map(|s| (s.event.name.as_str(), &s.stack)).collect();
-    assert!(matches!(st[..], [
-        ("e1", StackState::NoCookie),
-        ("e2", StackState::NoStack(2)),
-        ("e3", StackState::Ok(_)),
-        ("e5", StackState::NoStack(6)),
-    ]), "{st:?}");
+    let st: Vec<_> = samples
+        .iter()
+        .map(|s| (s.event.name.as_str(), &s.stack))
+        .collect();
+    assert!(
+        matches!(
+            st[..],
+            [
+                ("e1", StackState::NoCookie),
+                ("e2", StackState::NoStack(2)),
+                ("e3", StackState::Ok(_)),
+                ("e5", StackState::NoStack(6)),
+            ]
+        ),
+        "{st:?}"
+    );
     assert_eq!(e.stats.events_without_cookie, 1);
     assert_eq!(e.stats.cookies_without_event, 1); // cookie 0x4
     assert_eq!(e.stats.cookies_without_stack, 3); // 0x2, 0x4, 0x6
@@ -205,16 +237,56 @@ CPU:1 [LOST 42 EVENTS]
 fn most_recent_file_cache_wins() {
     for form in [Form::Tracefs, Form::TraceCmd] {
         let evs = vec![
-            Ev::File { hash: 0x1234, path: "/a".into(), build_id: "aa".into() },
-            Ev::Event { comm: "t", pid: 9, name: "e1", body: "x" },
-            Ev::Cookie { comm: "t", pid: 9, cookie: 1 },
-            Ev::Stack { comm: "t", pid: 9, cookie: 1, frames: vec![(0x10, 0x1234)] },
-            Ev::File { hash: 0x1234, path: "/b with space".into(), build_id: "".into() },
-            Ev::Event { comm: "t", pid: 9, name: "e2", body: "x" },
-            Ev::Cookie { comm: "t", pid: 9, cookie: 2 },
-            Ev::Stack { comm: "t", pid: 9, cookie: 2, frames: vec![(0x10, 0x1234)] },
+            Ev::File {
+                hash: 0x1234,
+                path: "/a".into(),
+                build_id: "aa".into(),
+            },
+            Ev::Event {
+                comm: "t",
+                pid: 9,
+                name: "e1",
+                body: "x",
+            },
+            Ev::Cookie {
+                comm: "t",
+                pid: 9,
+                cookie: 1,
+            },
+            Ev::Stack {
+                comm: "t",
+                pid: 9,
+                cookie: 1,
+                frames: vec![(0x10, 0x1234)],
+            },
+            Ev::File {
+                hash: 0x1234,
+                path: "/b with space".into(),
+                build_id: "".into(),
+            },
+            Ev::Event {
+                comm: "t",
+                pid: 9,
+                name: "e2",
+                body: "x",
+            },
+            Ev::Cookie {
+                comm: "t",
+                pid: 9,
+                cookie: 2,
+            },
+            Ev::Stack {
+                comm: "t",
+                pid: 9,
+                cookie: 2,
+                frames: vec![(0x10, 0x1234)],
+            },
             // a reminder of the same mapping is no reuse
-            Ev::File { hash: 0x1234, path: "/b with space".into(), build_id: "".into() },
+            Ev::File {
+                hash: 0x1234,
+                path: "/b with space".into(),
+                build_id: "".into(),
+            },
         ];
         let (samples, e) = Engine::run_text(&render(&evs, form));
         assert_eq!(samples.len(), 2);
@@ -242,7 +314,17 @@ fn orphan_stacks_on_request() {
     let (ok, out, _) = ustack(&["-q", "--orphans"], text);
     assert!(ok);
     assert_eq!(out, "t-5 [0] 1.1: user_unwind_stack: cookie=0x1 nr=1 offsets={0x10} hashes={0x0}\n    0x0000000000000010 [anon]\n\n");
-    let (_, out, _) = ustack(&["-q", "--orphans", "-f", "folded", "--event", "user_unwind_stack"], text);
+    let (_, out, _) = ustack(
+        &[
+            "-q",
+            "--orphans",
+            "-f",
+            "folded",
+            "--event",
+            "user_unwind_stack",
+        ],
+        text,
+    );
     assert_eq!(out, "t;[anon] 1\n");
 }
 
@@ -255,7 +337,10 @@ fn truncated_multiline_stack() {
   => 0x0000000000000010 [anon]
   => 0x0000000000000020 [nomap]";
     let (samples, e) = Engine::run_text(text);
-    assert_eq!(ok_frames(&samples[0]), vec![Frame::Anon(0x10), Frame::NoMap(0x20)]);
+    assert_eq!(
+        ok_frames(&samples[0]),
+        vec![Frame::Anon(0x10), Frame::NoMap(0x20)]
+    );
     match &samples[0].stack {
         StackState::Ok(s) => assert!(s.truncated),
         _ => unreachable!(),
@@ -313,10 +398,23 @@ fn record_kinds() {
     }
     p.finish(&mut st, &mut out);
     let kinds: Vec<_> = out.iter().map(|r| &r.kind).collect();
-    assert!(matches!(kinds[0], Kind::FileCache { hash: 0xa1b2c3d4, .. }));
+    assert!(matches!(
+        kinds[0],
+        Kind::FileCache {
+            hash: 0xa1b2c3d4,
+            ..
+        }
+    ));
     assert!(matches!(kinds[1], Kind::Other));
     assert!(matches!(kinds[2], Kind::Cookie(0x300000002)));
-    assert!(matches!(kinds[3], Kind::Stack { cookie: 0x300000002, truncated: false, .. }));
+    assert!(matches!(
+        kinds[3],
+        Kind::Stack {
+            cookie: 0x300000002,
+            truncated: false,
+            ..
+        }
+    ));
     assert_eq!(out[3].line_no, 6);
 }
 
@@ -353,7 +451,10 @@ fn demo() -> Demo {
     let d = tmpdir("demo");
     let bin = build(&d, "cc", "demo", "c", DEMO_SRC, DEMO_FLAGS);
     let bid = build_id(&bin);
-    let mut frames = vec![(vaddr_to_offset(&bin, addr_after_insn(&bin, "demo_syscall3", "syscall")), CHAIN[0])];
+    let mut frames = vec![(
+        vaddr_to_offset(&bin, addr_after_insn(&bin, "demo_syscall3", "syscall")),
+        CHAIN[0],
+    )];
     for w in CHAIN.windows(2) {
         let ra = return_addrs(&bin, w[1], w[0])[0];
         frames.push((vaddr_to_offset(&bin, ra), w[1]));
@@ -365,17 +466,39 @@ fn demo_trace(dm: &Demo, form: Form, n: usize) -> String {
     const H: u32 = 0x5eed_0001;
     const LIBC: u32 = 0x5eed_0002;
     let mut evs = vec![
-        Ev::File { hash: H, path: dm.bin.to_string_lossy().into(), build_id: dm.bid.clone() },
-        Ev::File { hash: LIBC, path: "/nonexistent/libc.so.6".into(), build_id: "ab".into() },
+        Ev::File {
+            hash: H,
+            path: dm.bin.to_string_lossy().into(),
+            build_id: dm.bid.clone(),
+        },
+        Ev::File {
+            hash: LIBC,
+            path: "/nonexistent/libc.so.6".into(),
+            build_id: "ab".into(),
+        },
     ];
     let mut frames: Vec<(u64, u32)> = dm.frames.iter().map(|&(o, _)| (o, H)).collect();
     frames.push((0x29d90, LIBC));
     for i in 0..n {
         let pid = if i % 2 == 0 { 100 } else { 200 };
         let comm = if pid == 100 { "demo" } else { "demo two" };
-        evs.push(Ev::Event { comm, pid, name: "sys_enter_getppid", body: "NR 110 ()" });
-        evs.push(Ev::Cookie { comm, pid, cookie: 0x1000 + i as u64 });
-        evs.push(Ev::Stack { comm, pid, cookie: 0x1000 + i as u64, frames: frames.clone() });
+        evs.push(Ev::Event {
+            comm,
+            pid,
+            name: "sys_enter_getppid",
+            body: "NR 110 ()",
+        });
+        evs.push(Ev::Cookie {
+            comm,
+            pid,
+            cookie: 0x1000 + i as u64,
+        });
+        evs.push(Ev::Stack {
+            comm,
+            pid,
+            cookie: 0x1000 + i as u64,
+            frames: frames.clone(),
+        });
     }
     render(&evs, form)
 }
@@ -400,8 +523,15 @@ fn cli_listing_both_forms() {
         }
         // the exact source line of a call site
         let want = line_of(DEMO_SRC, "x = parse_config(x);");
-        assert!(lines[1 + 6].contains(&format!("demo.c:{want})")), "{}", lines[7]);
-        assert_eq!(lines.last().copied(), Some("    0x29d90 [/nonexistent/libc.so.6] [file not found]"));
+        assert!(
+            lines[1 + 6].contains(&format!("demo.c:{want})")),
+            "{}",
+            lines[7]
+        );
+        assert_eq!(
+            lines.last().copied(),
+            Some("    0x29d90 [/nonexistent/libc.so.6] [file not found]")
+        );
         assert!(err.contains("files not found"), "summary on stderr: {err}");
     }
 }
@@ -417,13 +547,27 @@ fn cli_folded_filters_and_svg() {
     assert_eq!(out, format!("demo two;{stack} 3\ndemo;{stack} 3\n"));
     let (_, out, _) = ustack(&["-f", "folded", "--comm", "demo two"], &text);
     assert_eq!(out, format!("demo two;{stack} 3\n"));
-    let (_, out, _) = ustack(&["-f", "folded", "--event", "syscalls:sys_enter_getppid", "--pid", "100"], &text);
+    let (_, out, _) = ustack(
+        &[
+            "-f",
+            "folded",
+            "--event",
+            "syscalls:sys_enter_getppid",
+            "--pid",
+            "100",
+        ],
+        &text,
+    );
     assert_eq!(out, format!("demo;{stack} 3\n"));
     let (_, out, _) = ustack(&["-f", "folded", "--event", "sched_switch"], &text);
     assert_eq!(out, "");
     let (ok, out, err) = ustack(&["-f", "svg", "--title", "demo graph"], &text);
     assert!(ok, "{err}");
-    assert!(out.starts_with("<?xml") && out.contains("<svg"), "{}", &out[..100.min(out.len())]);
+    assert!(
+        out.starts_with("<?xml") && out.contains("<svg"),
+        "{}",
+        &out[..100.min(out.len())]
+    );
     assert!(out.contains("demo_leaf_compute") && out.contains("demo graph"));
     let (ok, out, err) = ustack(&["-f", "svg"], "");
     assert!(ok && out.contains("<svg"), "{err}");
@@ -434,19 +578,47 @@ fn cli_sysroot_and_build_id_mismatch() {
     let dm = demo();
     let root = dm.bin.parent().unwrap();
     let evs = vec![
-        Ev::File { hash: 7, path: "/demo".into(), build_id: dm.bid.clone() },
-        Ev::File { hash: 8, path: "/demo (deleted)".into(), build_id: "00".repeat(20) },
-        Ev::Event { comm: "demo", pid: 1, name: "e", body: "x" },
-        Ev::Cookie { comm: "demo", pid: 1, cookie: 1 },
-        Ev::Stack { comm: "demo", pid: 1, cookie: 1, frames: vec![(dm.frames[1].0, 7), (dm.frames[1].0, 8)] },
+        Ev::File {
+            hash: 7,
+            path: "/demo".into(),
+            build_id: dm.bid.clone(),
+        },
+        Ev::File {
+            hash: 8,
+            path: "/demo (deleted)".into(),
+            build_id: "00".repeat(20),
+        },
+        Ev::Event {
+            comm: "demo",
+            pid: 1,
+            name: "e",
+            body: "x",
+        },
+        Ev::Cookie {
+            comm: "demo",
+            pid: 1,
+            cookie: 1,
+        },
+        Ev::Stack {
+            comm: "demo",
+            pid: 1,
+            cookie: 1,
+            frames: vec![(dm.frames[1].0, 7), (dm.frames[1].0, 8)],
+        },
     ];
     let text = render(&evs, Form::Tracefs);
     let (ok, out, err) = ustack(&["--sysroot", &root.to_string_lossy(), "--stats"], &text);
     assert!(ok);
     let lines: Vec<_> = out.lines().collect();
-    assert!(lines[1].starts_with("    demo_sys_getppid+0x") && lines[1].ends_with("[/demo]"), "{out}");
+    assert!(
+        lines[1].starts_with("    demo_sys_getppid+0x") && lines[1].ends_with("[/demo]"),
+        "{out}"
+    );
     let off = dm.frames[1].0;
-    assert_eq!(lines[2], format!("    0x{off:x} [/demo] [build-id mismatch]"));
+    assert_eq!(
+        lines[2],
+        format!("    0x{off:x} [/demo] [build-id mismatch]")
+    );
     assert!(err.contains("files with a build-id mismatch"));
     let (_, out, _) = ustack(&["-q"], &text);
     assert!(out.contains("[file not found]"), "without sysroot: {out}");
@@ -469,15 +641,31 @@ fn cli_trace_dat_goes_through_trace_cmd() {
         ),
     )
     .unwrap();
-    std::process::Command::new("chmod").arg("+x").arg(&fake).status().unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&fake)
+        .status()
+        .unwrap();
     let dat = d.join("trace.dat");
     let mut bytes = b"\x17\x08\x44tracing6\0".to_vec();
     bytes.extend_from_slice(&[0u8; 64]);
     std::fs::write(&dat, &bytes).unwrap();
     let fake_s = fake.to_string_lossy().into_owned();
-    let (ok, out, err) = ustack(&["-f", "folded", "--trace-cmd", &fake_s, &dat.to_string_lossy()], "");
+    let (ok, out, err) = ustack(
+        &[
+            "-f",
+            "folded",
+            "--trace-cmd",
+            &fake_s,
+            &dat.to_string_lossy(),
+        ],
+        "",
+    );
     assert!(ok, "{err}");
-    assert!(out.starts_with("demo two;[libc.so.6];main;demo_run;parse_config;"), "{out}");
+    assert!(
+        out.starts_with("demo two;[libc.so.6];main;demo_run;parse_config;"),
+        "{out}"
+    );
     // the same through stdin
     let bin = String::from_utf8_lossy(&bytes).into_owned();
     let _ = bin; // (binary stdin is tested through a file path below)
@@ -485,7 +673,14 @@ fn cli_trace_dat_goes_through_trace_cmd() {
     assert!(ok);
     assert!(out.contains("demo;[libc.so.6];main;"), "{out}");
     // a failing trace-cmd is an error
-    let (ok, _, err) = ustack(&["--trace-cmd", "/nonexistent/trace-cmd", &dat.to_string_lossy()], "");
+    let (ok, _, err) = ustack(
+        &[
+            "--trace-cmd",
+            "/nonexistent/trace-cmd",
+            &dat.to_string_lossy(),
+        ],
+        "",
+    );
     assert!(!ok && err.contains("cannot run"), "{err}");
 }
 

@@ -13,14 +13,17 @@ static SEQ: AtomicUsize = AtomicUsize::new(0);
 /// A fresh directory for one test.
 pub fn tmpdir(tag: &str) -> PathBuf {
     let n = SEQ.fetch_add(1, Ordering::SeqCst);
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ustack-{tag}-{}-{n}", std::process::id()));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ustack-{tag}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
 fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed: {}\n{}",
@@ -31,17 +34,32 @@ fn run(cmd: &mut Command) -> String {
 }
 
 /// Compile `src` (written as `name.c`/`name.cc`) in `dir` with `compiler` and `flags`.
-pub fn build(dir: &Path, compiler: &str, name: &str, ext: &str, src: &str, flags: &[&str]) -> PathBuf {
+pub fn build(
+    dir: &Path,
+    compiler: &str,
+    name: &str,
+    ext: &str,
+    src: &str,
+    flags: &[&str],
+) -> PathBuf {
     let srcp = dir.join(format!("{name}.{ext}"));
     std::fs::write(&srcp, src).unwrap();
     let out = dir.join(name);
-    run(Command::new(compiler).args(flags).arg("-o").arg(&out).arg(&srcp));
+    run(Command::new(compiler)
+        .args(flags)
+        .arg("-o")
+        .arg(&out)
+        .arg(&srcp));
     out
 }
 
 /// Line number (1-based) of the line of `src` containing `marker`.
 pub fn line_of(src: &str, marker: &str) -> u32 {
-    let hits: Vec<_> = src.lines().enumerate().filter(|(_, l)| l.contains(marker)).collect();
+    let hits: Vec<_> = src
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(marker))
+        .collect();
     assert_eq!(hits.len(), 1, "marker {marker} must occur once");
     hits[0].0 as u32 + 1
 }
@@ -94,7 +112,9 @@ pub fn sym_offset(bin: &Path, sym: &str) -> u64 {
 /// Return addresses (vaddr of the instruction after the call) of calls to `callee`
 /// inside function `caller`, from `objdump -d`.
 pub fn return_addrs(bin: &Path, caller: &str, callee: &str) -> Vec<u64> {
-    let out = run(Command::new("objdump").args(["-d", "--no-show-raw-insn", "-w"]).arg(bin));
+    let out = run(Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn", "-w"])
+        .arg(bin));
     let mut in_fn = false;
     let mut want_next = false;
     let mut res = Vec::new();
@@ -103,8 +123,12 @@ pub fn return_addrs(bin: &Path, caller: &str, callee: &str) -> Vec<u64> {
             in_fn = l.contains(&format!("<{caller}>:"));
             continue;
         }
-        let Some((addr, insn)) = l.split_once(':') else { continue };
-        let Ok(addr) = u64::from_str_radix(addr.trim(), 16) else { continue };
+        let Some((addr, insn)) = l.split_once(':') else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(addr.trim(), 16) else {
+            continue;
+        };
         if want_next {
             res.push(addr);
             want_next = false;
@@ -113,13 +137,19 @@ pub fn return_addrs(bin: &Path, caller: &str, callee: &str) -> Vec<u64> {
             want_next = true;
         }
     }
-    assert!(!res.is_empty(), "no call {caller} -> {callee} in {}", bin.display());
+    assert!(
+        !res.is_empty(),
+        "no call {caller} -> {callee} in {}",
+        bin.display()
+    );
     res
 }
 
 /// Address of the instruction after the first `mnemonic` in function `func`.
 pub fn addr_after_insn(bin: &Path, func: &str, mnemonic: &str) -> u64 {
-    let out = run(Command::new("objdump").args(["-d", "--no-show-raw-insn", "-w"]).arg(bin));
+    let out = run(Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn", "-w"])
+        .arg(bin));
     let mut in_fn = false;
     let mut want_next = false;
     for l in out.lines() {
@@ -127,8 +157,12 @@ pub fn addr_after_insn(bin: &Path, func: &str, mnemonic: &str) -> u64 {
             in_fn = l.contains(&format!("<{func}>:"));
             continue;
         }
-        let Some((addr, insn)) = l.split_once(':') else { continue };
-        let Ok(addr) = u64::from_str_radix(addr.trim(), 16) else { continue };
+        let Some((addr, insn)) = l.split_once(':') else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(addr.trim(), 16) else {
+            continue;
+        };
         if want_next {
             return addr;
         }
@@ -143,16 +177,38 @@ pub fn addr_after_insn(bin: &Path, func: &str, mnemonic: &str) -> u64 {
 pub fn build_id(bin: &Path) -> String {
     let out = run(Command::new("readelf").arg("-n").arg(bin));
     out.lines()
-        .find_map(|l| l.trim().strip_prefix("Build ID: ").map(|s| s.trim().to_string()))
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Build ID: ")
+                .map(|s| s.trim().to_string())
+        })
         .unwrap_or_default()
 }
 
 /// A synthetic trace: events, cookies, stacks and file_cache records.
 pub enum Ev<'a> {
-    Event { comm: &'a str, pid: u32, name: &'a str, body: &'a str },
-    Cookie { comm: &'a str, pid: u32, cookie: u64 },
-    Stack { comm: &'a str, pid: u32, cookie: u64, frames: Vec<(u64, u32)> },
-    File { hash: u32, path: String, build_id: String },
+    Event {
+        comm: &'a str,
+        pid: u32,
+        name: &'a str,
+        body: &'a str,
+    },
+    Cookie {
+        comm: &'a str,
+        pid: u32,
+        cookie: u64,
+    },
+    Stack {
+        comm: &'a str,
+        pid: u32,
+        cookie: u64,
+        frames: Vec<(u64, u32)>,
+    },
+    File {
+        hash: u32,
+        path: String,
+        build_id: String,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -186,15 +242,32 @@ pub fn render(evs: &[Ev<'_>], form: Form) -> String {
             Form::TraceCmd => format!("{comm:>16}-{pid:<5} [1] {ts}: "),
         };
         match e {
-            Ev::Event { comm, pid, name, body } => {
+            Ev::Event {
+                comm,
+                pid,
+                name,
+                body,
+            } => {
                 s += &format!("{}{name}: {body}\n", hdr(comm, *pid));
             }
             Ev::Cookie { comm, pid, cookie } => {
-                s += &format!("{}user_unwind_cookie: cookie=0x{cookie:x}\n", hdr(comm, *pid));
+                s += &format!(
+                    "{}user_unwind_cookie: cookie=0x{cookie:x}\n",
+                    hdr(comm, *pid)
+                );
             }
-            Ev::Stack { comm, pid, cookie, frames } => match form {
+            Ev::Stack {
+                comm,
+                pid,
+                cookie,
+                frames,
+            } => match form {
                 Form::Tracefs => {
-                    s += &format!("{}user_unwind_stack: cookie=0x{cookie:x} nr={}\n", hdr(comm, *pid), frames.len());
+                    s += &format!(
+                        "{}user_unwind_stack: cookie=0x{cookie:x} nr={}\n",
+                        hdr(comm, *pid),
+                        frames.len()
+                    );
                     for (o, h) in frames {
                         s += &format!(" => 0x{o:016x} [{}]\n", tag(*h));
                     }
@@ -211,8 +284,15 @@ pub fn render(evs: &[Ev<'_>], form: Form) -> String {
                     );
                 }
             },
-            Ev::File { hash, path, build_id } => {
-                s += &format!("{}file_cache: hash=0x{hash:08x} path={path} build_id={build_id}\n", hdr("demo", 1));
+            Ev::File {
+                hash,
+                path,
+                build_id,
+            } => {
+                s += &format!(
+                    "{}file_cache: hash=0x{hash:08x} path={path} build_id={build_id}\n",
+                    hdr("demo", 1)
+                );
             }
         }
     }
