@@ -3,7 +3,7 @@
 //! into text by `trace-cmd report -i FILE`).
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Cursor, Read, Seek, SeekFrom};
+use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
@@ -64,10 +64,12 @@ impl Input {
         if prefix == TRACE_DAT_MAGIC {
             return Self::trace_cmd(path, trace_cmd);
         }
-        f.seek(SeekFrom::Start(0))
-            .map_err(|e| format!("{path}: {e}"))?;
+        // no seek: trace_pipe and FIFOs cannot seek back over the peeked bytes
         Ok(Input {
-            reader: Box::new(BufReader::new(f)),
+            reader: Box::new(BufReader::with_capacity(
+                1 << 16,
+                Cursor::new(prefix).chain(f),
+            )),
             child: None,
             tmp: None,
             what: path.into(),

@@ -91,7 +91,15 @@ fn run(cli: Cli) -> Result<(), String> {
     let mut folded = Folded::default();
     let mut samples: Vec<Sample> = Vec::new();
     let (mut buf, mut line) = (Vec::new(), String::new());
-    let werr = |e: io::Error| format!("writing output: {e}");
+    let werr = |e: io::Error| {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            EPIPE.to_string()
+        } else {
+            format!("writing output: {e}")
+        }
+    };
+    // follow trace_pipe (or a pipe on stdin) line by line
+    let live = cli.input == "-" || cli.input.ends_with("trace_pipe");
 
     let mut emit =
         |samples: &mut Vec<Sample>, engine: &mut Engine, out: &mut BufWriter<Box<dyn Write>>| {
@@ -122,7 +130,7 @@ fn run(cli: Cli) -> Result<(), String> {
         engine.feed_line(&line, &mut samples);
         if !samples.is_empty() {
             emit(&mut samples, &mut engine, &mut out).map_err(werr)?;
-            if cli.format == Format::Listing && cli.input == "-" {
+            if cli.format == Format::Listing && live {
                 out.flush().map_err(werr)?;
             }
         }
@@ -145,9 +153,13 @@ fn run(cli: Cli) -> Result<(), String> {
     closed
 }
 
+/// Output closed early (`ustack ... | head`): not an error.
+const EPIPE: &str = "EPIPE";
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e == EPIPE => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ustack: {e}");
             ExitCode::FAILURE

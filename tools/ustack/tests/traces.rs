@@ -703,3 +703,28 @@ fn cli_bad_input_file() {
     assert!(!ok);
     assert!(err.contains("ustack: /nonexistent/trace.txt"), "{err}");
 }
+
+#[test]
+fn cli_reads_a_fifo() {
+    // trace_pipe cannot seek: the magic check must not need to
+    let d = tmpdir("fifo");
+    let fifo = d.join("trace_pipe");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let f2 = fifo.clone();
+    let w = std::thread::spawn(move || std::fs::write(f2, RST_TRACECMD).unwrap());
+    let (ok, out, err) = ustack(&["-q", &fifo.to_string_lossy()], "");
+    w.join().unwrap();
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with("sleep-123   [001]    10.000090: sys_enter_nanosleep:"),
+        "{out}"
+    );
+    assert!(
+        out.contains("    0x7ffd1234a000".replace("0x", "0x0000").as_str()),
+        "{out}"
+    );
+}
