@@ -1,24 +1,109 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The C shim (src/shim.c) as Rust sees it. bindgen turns this file into
+ * The C shim (src/shim.c, src/ksyms.c) as Rust sees it. bindgen turns this file into
  * src/generated/shim_bindings.rs at build time (rust-bindings/bindgen.sh).
  *
  * No kernel header is included: kernel objects cross the boundary only as opaque pointers,
- * and the functions take and return plain integers. Everything here exists because Rust
- * for Linux 6.12 cannot reach it directly: static inline helpers, per-CPU data, task_work,
- * SRCU, trace events, symbols that are not exported.
+ * and functions take and return plain integers. Everything here exists because Rust for
+ * Linux 6.12 cannot reach it directly: static inline helpers, per-CPU data, task_work,
+ * SRCU, tracepoint probes, the user-return notifier, debugfs, symbols that are not
+ * exported. The functions named ud_rs_* are implemented in Rust and called from C.
  */
 #ifndef UD_SHIM_H
 #define UD_SHIM_H
 
+#include "shim_types.h"
+
 struct task_struct;
 struct callback_head;
 struct unwind_work;
-struct ud_stats;
 
-typedef unsigned long long ud_u64;
+/* --- Module ------------------------------------------------------------------------- */
 
-/* Version string of the module (from the build). */
+/* Version string of the module. */
 const char *ud_version(void);
+/* Module parameter max_tasks: slots of the per-task table (rounded up to a power of two). */
+unsigned int ud_param_max_tasks(void);
+/* Sets up the C side (SRCU, kallsyms wrapper, tracepoint probes, user-return notifiers,
+ * debugfs). Returns 0 or a negative errno, after printing what is missing. */
+int ud_c_init(void);
+/* Undoes ud_c_init(). After it returns no C hook calls into Rust any more. */
+void ud_c_exit(void);
+
+/* --- Context of the current task -------------------------------------------------- */
+
+enum ud_unwindable {
+	UD_OK = 0,
+	UD_KTHREAD,
+	UD_USER_WORKER,
+	UD_EXITING,
+	UD_NOT_USER_REGS,
+	UD_COMPAT,
+};
+
+/* The current task. */
+struct task_struct *ud_current(void);
+/* Why current cannot get a deferred user unwind (UD_OK if it can). */
+enum ud_unwindable ud_current_unwindable(void);
+bool ud_in_nmi(void);
+unsigned int ud_smp_processor_id(void);
+unsigned int ud_nr_cpu_ids(void);
+unsigned long ud_local_irq_save(void);
+void ud_local_irq_restore(unsigned long flags);
+void ud_get_task(struct task_struct *task);
+void ud_put_task(struct task_struct *task);
+/* Saved user registers of current: ip, sp, bp. */
+void ud_current_user_regs(ud_u64 *ip, ud_u64 *sp, ud_u64 *fp);
+/* Whether current has an mm (false once exit_mm() ran). */
+bool ud_current_has_mm(void);
+/* End of the user address space (TASK_SIZE_MAX). */
+ud_u64 ud_user_end(void);
+/* Reads 8 bytes of current's user memory, faulting pages in. Task context only. */
+bool ud_read_user_u64(ud_u64 addr, ud_u64 *val);
+/* Pid of a task (for messages). */
+int ud_task_pid(struct task_struct *task);
+
+/* --- task_work ------------------------------------------------------------------------ */
+
+/* Bytes and alignment of struct callback_head, so that Rust can embed one. */
+#define UD_CALLBACK_HEAD_SIZE 16
+/* Queues ud_rs_task_work(head) on current: TWA_NMI_CURRENT in NMI, TWA_RESUME otherwise. */
+int ud_task_work_add(struct callback_head *head, bool nmi);
+/* task_work_cancel() (resolved through kallsyms): true if @head was dequeued. */
+bool ud_task_work_cancel(struct task_struct *task, struct callback_head *head);
+
+/* --- Callback registry -------------------------------------------------------------- */
+
+void ud_registry_lock(void);
+void ud_registry_unlock(void);
+int ud_srcu_read_lock(void);
+void ud_srcu_read_unlock(int idx);
+void ud_synchronize_srcu(void);
+/* Field access to struct unwind_work. */
+int ud_work_bit(const struct unwind_work *work);
+void ud_work_init(struct unwind_work *work, unwind_callback_fn func, int bit);
+void ud_work_set_bit(struct unwind_work *work, int bit);
+/* Calls work->func(work, {nr, entries}, cookie). */
+void ud_work_call(struct unwind_work *work, unsigned long *entries, unsigned int nr,
+		  ud_u64 cookie);
+
+/* --- Misc kernel services ----------------------------------------------------------- */
+
+void *ud_kzalloc(unsigned long size);
+void *ud_vzalloc(unsigned long size);
+void ud_kfree(void *p);
+void ud_vfree(void *p);
+void ud_msleep(unsigned int ms);
+void ud_pr_warn_table_full(void);
+
+/* --- Implemented in Rust, called from C --------------------------------------------- */
+
+void ud_rs_task_work(struct callback_head *head);
+void ud_rs_on_user_return(void);
+void ud_rs_task_free(struct task_struct *task);
+int ud_rs_init_work(struct unwind_work *work, unwind_callback_fn func);
+int ud_rs_request(struct unwind_work *work, ud_u64 *cookie);
+void ud_rs_cancel(struct unwind_work *work);
+void ud_rs_stats(struct ud_stats *out);
 
 #endif /* UD_SHIM_H */

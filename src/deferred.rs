@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Deferred unwinding: the request path, the task work, the return-to-user reset and task
+//! lifetime, with the semantics of upstream `kernel/unwind/deferred.c` (Linux 6.17).
+//!
+//! * `unwind_deferred_request()` may run in any context, NMI included: it takes no lock,
+//!   allocates nothing, and only touches atomics of the task's table entry.
+//! * The task work walks the user stack once per kernel entry and calls every work that
+//!   requested in it, once, with the entry's cookie, inside an SRCU read section.
+//! * The user-return notifier resets the entry's state (new cookie, empty cache) when the
+//!   task goes back to user space.
+
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+use kernel::prelude::*;
+
+use crate::ffi;
+use crate::logic::cookie;
+use crate::logic::task_state::Request;
+use crate::registry::{self, SrcuReadGuard};
+use crate::stats::{bump, STATS};
+use crate::tasks::Tasks;
+use crate::unwind;
+
+/// Everything the hooks need, allocated at load.
+pub(crate) struct Deferred {
+    tasks: Tasks,
+    /// Per-CPU cookie counters (`nr_cpu_ids` of them).
+    counters: KVec<AtomicU32>,
+}
+
+/// The live state, published after it is fully built and retracted at unload after every
+/// hook is gone (see `UnwindDeferred::drop`).
+static DEFERRED: AtomicPtr<Deferred> = AtomicPtr::new(null_mut());
+
+fn deferred() -> Option<&'static Deferred> {
+    // SAFETY: DEFERRED is null or points to the leaked box of `publish()`, which `retract()`
+    // frees only after every path that can reach this function has stopped.
+    unsafe { DEFERRED.load(Ordering::Acquire).as_ref() }
+}
+
+/// Builds the state and makes it reachable from the hooks.
+pub(crate) fn publish() -> Result {
+    // SAFETY: reads a module parameter and a kernel constant.
+    let (max_tasks, cpus) = unsafe { (ffi::ud_param_max_tasks(), ffi::ud_nr_cpu_ids()) };
+    let mut counters = KVec::with_capacity(cpus as usize, GFP_KERNEL)?;
+    for _ in 0..cpus {
+        counters.push(AtomicU32::new(0), GFP_KERNEL)?;
+    }
+    let state = KBox::new(Deferred { tasks: Tasks::new(max_tasks as usize)?, counters }, GFP_KERNEL)?;
+    DEFERRED.store(KBox::into_raw(state), Ordering::Release);
+    Ok(())
+}
+
+/// Unload, after the C hooks are gone and no request can come any more: take back the
+/// queued task works, wait for running ones, free the state.
+pub(crate) fn retract() {
+    let Some(d) = deferred() else { return };
+    for entry in d.tasks.entries() {
+        if !entry.state.is_pending() {
+            continue;
+        }
+        let task = d.tasks.owner_of(entry);
+        // SAFETY: a pending entry holds a reference on its task (taken when its task work
+        // was queued), so `task` is valid; task_work_cancel() is called in process context.
+        if !task.is_null() && unsafe { ffi::ud_task_work_cancel(task, entry.work_head()) } {
+            // The task work will not run: drop what it would have dropped.
+            // SAFETY: the reference taken at queue time.
+            unsafe { ffi::ud_put_task(task) };
+            STATS.task_works_in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    // Task works already dequeued by task_work_run() are running or about to: they hold
+    // no lock we hold, so they finish. Their last access to module memory is the counter
+    // decrement (then a return into this module's text, which is still mapped while we
+    // sleep here; only the final instructions race with the unload, as for any task work
+    // or timer callback of a module).
+    while STATS.task_works_in_flight.load(Ordering::Acquire) != 0 {
+        // SAFETY: process context.
+        unsafe { ffi::ud_msleep(10) };
+    }
+    let state = DEFERRED.swap(null_mut(), Ordering::AcqRel);
+    // SAFETY: `state` came from `KBox::into_raw` in `publish()` and nothing can reach it any
+    // more (hooks gone, task works done).
+    drop(unsafe { KBox::from_raw(state) });
+}
+
+impl Deferred {
+    /// A new cookie for a kernel entry on this CPU (interrupts or NMI: the CPU is stable).
+    fn new_cookie(&self) -> u64 {
+        // SAFETY: reads the CPU number; we cannot migrate (irqs off or NMI).
+        let cpu = unsafe { ffi::ud_smp_processor_id() };
+        let counter = &self.counters[cpu as usize];
+        // An NMI may take a value between our read and write: fetch_add gives each a
+        // distinct one.
+        let prev = counter.fetch_add(2, Ordering::Relaxed);
+        cookie::make(cpu, cookie::next_counter(prev))
+    }
+}
+
+/// `unwind_deferred_request()`. Any context, NMI included.
+fn request(work: *mut ffi::unwind_work, cookie_out: &mut u64) -> i32 {
+    *cookie_out = 0;
+    bump(&STATS.requests);
+    // SAFETY: reads preempt_count.
+    let nmi = unsafe { ffi::ud_in_nmi() };
+    if nmi {
+        bump(&STATS.requests_nmi);
+    }
+    // SAFETY: reads current's flags and saved registers.
+    let why = unsafe { ffi::ud_current_unwindable() };
+    let counter = match why {
+        ffi::ud_unwindable::UD_OK => None,
+        ffi::ud_unwindable::UD_KTHREAD => Some(&STATS.err_kthread),
+        ffi::ud_unwindable::UD_USER_WORKER => Some(&STATS.err_user_worker),
+        ffi::ud_unwindable::UD_EXITING => Some(&STATS.err_exiting),
+        ffi::ud_unwindable::UD_NOT_USER_REGS => Some(&STATS.err_not_user),
+        ffi::ud_unwindable::UD_COMPAT => Some(&STATS.err_compat),
+    };
+    if let Some(counter) = counter {
+        bump(counter);
+        return EINVAL.to_errno();
+    }
+    // SAFETY: the caller passes an initialised (or cancelled) work.
+    let bit = unsafe { ffi::ud_work_bit(work) };
+    if bit <= 0 || bit >= usize::BITS as i32 {
+        bump(&STATS.err_cancelled);
+        return EINVAL.to_errno();
+    }
+    let Some(d) = deferred() else { return ENODEV.to_errno() };
+
+    // With interrupts off, only an NMI can interleave with us on this CPU (the task state
+    // and the table are written for that), and cancel's synchronize_rcu() waits for us.
+    // SAFETY: paired with the restore below on every path.
+    let flags = unsafe { ffi::ud_local_irq_save() };
+    let ret = request_irqs_off(d, work, bit as u32, nmi, cookie_out);
+    // SAFETY: the flags of the save above.
+    unsafe { ffi::ud_local_irq_restore(flags) };
+    ret
+}
+
+fn request_irqs_off(d: &Deferred, _work: *mut ffi::unwind_work, bit: u32, nmi: bool, cookie_out: &mut u64) -> i32 {
+    // SAFETY: returns current.
+    let task = unsafe { ffi::ud_current() };
+    let Ok(entry) = d.tasks.get_or_insert(task) else {
+        bump(&STATS.err_table_full);
+        // SAFETY: pr_warn_once() is safe in any context but NMI, where printk defers.
+        unsafe { ffi::ud_pr_warn_table_full() };
+        return ENOSPC.to_errno();
+    };
+    let (outcome, cookie) = entry.state.request(bit, || d.new_cookie());
+    *cookie_out = cookie;
+    match outcome {
+        Request::Already => {
+            bump(&STATS.already);
+            1
+        }
+        Request::Queued => 0,
+        Request::QueueTaskWork => {
+            STATS.task_works_in_flight.fetch_add(1, Ordering::AcqRel);
+            // The queued work holds a reference on the task, so that unload can cancel it.
+            // SAFETY: current is alive; get_task_struct() is an atomic increment (NMI-safe).
+            unsafe { ffi::ud_get_task(task) };
+            // SAFETY: the entry's callback_head is not queued (PENDING was clear and we set
+            // it: we own the queueing), and the entry outlives the task work.
+            let ret = unsafe { ffi::ud_task_work_add(entry.work_head(), nmi) };
+            if ret != 0 {
+                // The task is exiting (task works are shut). Undo, so that the state does
+                // not claim a queued work that will never run.
+                entry.state.abort_queue(bit);
+                // SAFETY: drops the reference taken above; current holds its own, so this
+                // is a plain decrement (also in NMI).
+                unsafe { ffi::ud_put_task(task) };
+                STATS.task_works_in_flight.fetch_sub(1, Ordering::AcqRel);
+                bump(&STATS.err_task_work);
+                *cookie_out = 0;
+                return ret;
+            }
+            bump(&STATS.queued);
+            0
+        }
+    }
+}
+
+/// The task work: one walk, then every requested work's callback, once.
+fn task_work(head: *mut ffi::callback_head) {
+    let Some(d) = deferred() else { return };
+    // SAFETY: task works are only queued with an entry's callback_head (request_irqs_off).
+    let entry = unsafe { d.tasks.entry_of_work(head) };
+    bump(&STATS.task_works);
+    {
+        // Take the bits inside the SRCU section: cancel clears a bit in every task and then
+        // waits for SRCU readers, so a task work either sees the bit cleared or finishes
+        // before cancel returns (never calls back a later owner of the bit).
+        let _srcu = SrcuReadGuard::new();
+        let bits = entry.state.take_pending();
+        let (entries, nr) = unwind::current_stack(entry);
+        let cookie = entry.state.current_cookie();
+        for bit in 1..usize::BITS {
+            if bits & (1 << bit) == 0 {
+                continue;
+            }
+            let work = registry::work(bit);
+            if !work.is_null() {
+                // SAFETY: `work` is registered (SRCU keeps it so until we leave the
+                // section); `entries[..nr]` is this entry's cached stack, valid during the
+                // call.
+                unsafe { ffi::ud_work_call(work, entries.cast(), nr as u32, cookie) };
+                bump(&STATS.callbacks);
+            }
+            entry.state.complete(bit);
+        }
+    }
+    // SAFETY: drops the reference taken when this work was queued; current is alive.
+    unsafe { ffi::ud_put_task(ffi::ud_current()) };
+    // Last access to module state (see `retract`).
+    STATS.task_works_in_flight.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// Return to user space (interrupts off): a new kernel entry begins at the next entry.
+fn on_user_return() {
+    let Some(d) = deferred() else { return };
+    // SAFETY: returns current.
+    let Some(entry) = d.tasks.get(unsafe { ffi::ud_current() }) else { return };
+    if entry.state.reset_on_user_return() {
+        unwind::invalidate(entry);
+        bump(&STATS.resets);
+    }
+}
+
+/// sched_process_free: the task is dead and its task works have run.
+fn task_free(task: *mut ffi::task_struct) {
+    let Some(d) = deferred() else { return };
+    if d.tasks.release(task) {
+        bump(&STATS.tasks_freed);
+    }
+}
+
+// --- Entry points called from the C shim ----------------------------------------------
+
+/// # Safety
+///
+/// Called by the shim's task_work function with the `callback_head` it was queued with.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_task_work(head: *mut ffi::callback_head) {
+    task_work(head);
+}
+
+/// # Safety
+///
+/// Called by the shim's user-return notifier (interrupts off, current returning to user).
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_on_user_return() {
+    on_user_return();
+}
+
+/// # Safety
+///
+/// Called from the sched_process_free probe with the dying task.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_task_free(task: *mut ffi::task_struct) {
+    task_free(task);
+}
+
+/// # Safety
+///
+/// `work` is a valid `struct unwind_work` that outlives its registration.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_init_work(work: *mut ffi::unwind_work, func: ffi::unwind_callback_fn) -> i32 {
+    if work.is_null() || func.is_none() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: guaranteed by our caller.
+    match unsafe { registry::init(work, func) } {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// `work` is a valid `struct unwind_work`; `cookie` is valid for writing.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_request(work: *mut ffi::unwind_work, cookie: *mut u64) -> i32 {
+    if cookie.is_null() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: guaranteed by our caller.
+    let cookie = unsafe { &mut *cookie };
+    if work.is_null() {
+        *cookie = 0;
+        return EINVAL.to_errno();
+    }
+    request(work, cookie)
+}
+
+/// # Safety
+///
+/// `work` is a valid `struct unwind_work`; sleepable context.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_cancel(work: *mut ffi::unwind_work) {
+    // SAFETY: guaranteed by our caller.
+    unsafe {
+        registry::cancel(work, |bit| {
+            if let Some(d) = deferred() {
+                for entry in d.tasks.entries() {
+                    entry.state.cancel(bit);
+                }
+            }
+        })
+    };
+}
+
+/// # Safety
+///
+/// `out` is valid for writing.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_stats(out: *mut ffi::ud_stats) {
+    // SAFETY: guaranteed by our caller.
+    let out = unsafe { &mut *out };
+    STATS.fill(out);
+    if let Some(d) = deferred() {
+        out.table_used = d.tasks.occupancy() as u64;
+        out.table_size = d.tasks.capacity() as u64;
+    }
+    out.works_registered = registry::registered();
+}

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Deferred user-space stack unwinding for Linux 6.12, as a loadable module.
+//!
+//! Module map (one concept each):
+//! * [`logic`]: the pure logic, shared verbatim with host `cargo test` (src/core/).
+//! * [`registry`]: registered works, bits, SRCU.
+//! * [`tasks`]: the per-task side table.
+//! * [`deferred`]: request, task work, return-to-user reset, task lifetime.
+//! * [`unwind`]: the user-stack walk and its per-entry cache.
+//! * [`stats`]: debugfs counters.
+//! * `src/shim.c`, `src/ksyms.c`: the C the Rust side cannot do in 6.12.
+
+use kernel::prelude::*;
+
+#[allow(dead_code, non_camel_case_types, non_upper_case_globals, missing_docs, unreachable_pub)]
+mod ffi {
+    include!("generated/shim_bindings.rs");
+}
+
+#[path = "core/mod.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod logic;
+
+mod deferred;
+mod registry;
+mod stats;
+mod tasks;
+mod unwind;
+
+module! {
+    type: UnwindDeferred,
+    name: "unwind_deferred",
+    author: "deferred-unwind developers",
+    description: "Deferred user-space stack unwinding and its ftrace integration",
+    license: "GPL",
+}
+
+struct UnwindDeferred;
+
+impl kernel::Module for UnwindDeferred {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        // The Rust state must exist before the C hooks (which call into it) are live.
+        deferred::publish()?;
+        // SAFETY: called once, after the state is published.
+        let ret = unsafe { ffi::ud_c_init() };
+        if ret != 0 {
+            deferred::retract();
+            return Err(Error::from_errno(ret));
+        }
+        // SAFETY: `ud_version` returns a pointer to a static NUL-terminated string.
+        let version = unsafe { CStr::from_char_ptr(ffi::ud_version()) };
+        pr_info!("version {} loaded\n", version);
+        Ok(UnwindDeferred)
+    }
+}
+
+impl Drop for UnwindDeferred {
+    fn drop(&mut self) {
+        // No client module is loaded (they depend on our symbols), so no request can come.
+        // First the C hooks (notifiers, tracepoint probe, debugfs), then the task works.
+        // SAFETY: undoes the successful ud_c_init() of init.
+        unsafe { ffi::ud_c_exit() };
+        deferred::retract();
+        pr_info!("unloaded\n");
+    }
+}

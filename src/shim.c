@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * C shim of the unwind_deferred module: only what Rust for Linux 6.12 cannot reach
+ * (static inline helpers, per-CPU data, task_work, SRCU, tracepoint probes, the
+ * user-return notifier, debugfs) and the exported C API. The logic is in Rust (src/*.rs);
+ * rust-bindings/shim.h is the contract between the two.
+ */
+#include <linux/cpuhotplug.h>
+#include <linux/debugfs.h>
+#include <linux/delay.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/sched.h>
+#include <linux/sched/task.h>
+#include <linux/sched/task_stack.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/srcu.h>
+#include <linux/task_work.h>
+#include <linux/tracepoint.h>
+#include <linux/uaccess.h>
+#include <linux/unwind_deferred.h>
+#include <linux/user-return-notifier.h>
+#include <linux/vmalloc.h>
+#include <asm/ptrace.h>
+
+#include "../rust-bindings/shim.h"
+#include "ksyms.h"
+
+#define UD_VERSION "0.1.0"
+MODULE_VERSION(UD_VERSION);
+
+static unsigned int max_tasks = 4096;
+module_param(max_tasks, uint, 0444);
+MODULE_PARM_DESC(max_tasks, "Tasks that can have deferred-unwind state at once (default 4096)");
+
+const char *ud_version(void)
+{
+	return UD_VERSION;
+}
+
+unsigned int ud_param_max_tasks(void)
+{
+	return max_tasks;
+}
+
+/* --- Context of the current task ------------------------------------------------------ */
+
+enum ud_unwindable ud_current_unwindable(void)
+{
+	struct pt_regs *regs;
+
+	if (current->flags & PF_KTHREAD)
+		return UD_KTHREAD;
+	if (current->flags & PF_USER_WORKER)
+		return UD_USER_WORKER;
+	if (current->flags & PF_EXITING)
+		return UD_EXITING;
+	regs = task_pt_regs(current);
+	if (!user_mode(regs))
+		return UD_NOT_USER_REGS;
+	/* The walker reads 8-byte frame records: a 32-bit task has 4-byte ones. */
+	if (!user_64bit_mode(regs))
+		return UD_COMPAT;
+	return UD_OK;
+}
+
+struct task_struct *ud_current(void) { return current; }
+bool ud_in_nmi(void) { return in_nmi(); }
+unsigned int ud_smp_processor_id(void) { return raw_smp_processor_id(); }
+unsigned int ud_nr_cpu_ids(void) { return nr_cpu_ids; }
+void ud_get_task(struct task_struct *task) { get_task_struct(task); }
+void ud_put_task(struct task_struct *task) { put_task_struct(task); }
+int ud_task_pid(struct task_struct *task) { return task_pid_nr(task); }
+bool ud_current_has_mm(void) { return current->mm != NULL; }
+ud_u64 ud_user_end(void) { return TASK_SIZE_MAX; }
+
+unsigned long ud_local_irq_save(void)
+{
+	unsigned long flags;
+
+	local_irq_save(flags);
+	return flags;
+}
+
+void ud_local_irq_restore(unsigned long flags)
+{
+	local_irq_restore(flags);
+}
+
+void ud_current_user_regs(ud_u64 *ip, ud_u64 *sp, ud_u64 *fp)
+{
+	struct pt_regs *regs = task_pt_regs(current);
+
+	*ip = regs->ip;
+	*sp = regs->sp;
+	*fp = regs->bp;
+}
+
+bool ud_read_user_u64(ud_u64 addr, ud_u64 *val)
+{
+	might_fault();
+	return !copy_from_user(val, (const void __user *)(unsigned long)addr, sizeof(*val));
+}
+
+/* --- task_work ------------------------------------------------------------------------ */
+
+static_assert(sizeof(struct callback_head) == UD_CALLBACK_HEAD_SIZE);
+
+static void ud_task_work_fn(struct callback_head *head)
+{
+	ud_rs_task_work(head);
+}
+
+int ud_task_work_add(struct callback_head *head, bool nmi)
+{
+	init_task_work(head, ud_task_work_fn);
+	return task_work_add(current, head, nmi ? TWA_NMI_CURRENT : TWA_RESUME);
+}
+
+typedef struct callback_head *(*task_work_cancel_t)(struct task_struct *task,
+						    struct callback_head *cb);
+static task_work_cancel_t ud_task_work_cancel_fn;
+
+bool ud_task_work_cancel(struct task_struct *task, struct callback_head *head)
+{
+	/* In 6.12 task_work_cancel() returns bool; the cast only widens the check. */
+	return ud_task_work_cancel_fn && ud_task_work_cancel_fn(task, head);
+}
+
+/* --- Callback registry ---------------------------------------------------------------- */
+
+static DEFINE_MUTEX(ud_registry_mutex);
+DEFINE_STATIC_SRCU(ud_srcu);
+
+void ud_registry_lock(void) { mutex_lock(&ud_registry_mutex); }
+void ud_registry_unlock(void) { mutex_unlock(&ud_registry_mutex); }
+int ud_srcu_read_lock(void) { return srcu_read_lock(&ud_srcu); }
+void ud_srcu_read_unlock(int idx) { srcu_read_unlock(&ud_srcu, idx); }
+void ud_synchronize_srcu(void) { synchronize_srcu(&ud_srcu); }
+
+int ud_work_bit(const struct unwind_work *work)
+{
+	return READ_ONCE(work->bit);
+}
+
+void ud_work_init(struct unwind_work *work, unwind_callback_fn func, int bit)
+{
+	memset(work, 0, sizeof(*work));
+	INIT_LIST_HEAD(&work->list);
+	work->func = (unwind_callback_t)func;
+	WRITE_ONCE(work->bit, bit);
+}
+
+void ud_work_set_bit(struct unwind_work *work, int bit)
+{
+	WRITE_ONCE(work->bit, bit);
+}
+
+void ud_work_call(struct unwind_work *work, unsigned long *entries, unsigned int nr,
+		  ud_u64 cookie)
+{
+	struct unwind_stacktrace trace = { .nr = nr, .entries = entries };
+
+	work->func(work, &trace, cookie);
+}
+
+/* The exported API: thin forwards to Rust (src/deferred.rs documents the semantics). */
+
+int unwind_deferred_init(struct unwind_work *work, unwind_callback_t func)
+{
+	return ud_rs_init_work(work, (unwind_callback_fn)func);
+}
+EXPORT_SYMBOL_GPL(unwind_deferred_init);
+
+int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
+{
+	return ud_rs_request(work, (ud_u64 *)cookie);
+}
+EXPORT_SYMBOL_GPL(unwind_deferred_request);
+
+void unwind_deferred_cancel(struct unwind_work *work)
+{
+	if (work)
+		ud_rs_cancel(work);
+}
+EXPORT_SYMBOL_GPL(unwind_deferred_cancel);
+
+/* --- Misc ----------------------------------------------------------------------------- */
+
+void *ud_kzalloc(unsigned long size) { return kzalloc(size, GFP_KERNEL); }
+void *ud_vzalloc(unsigned long size) { return vzalloc(size); }
+void ud_kfree(void *p) { kfree(p); }
+void ud_vfree(void *p) { vfree(p); }
+void ud_msleep(unsigned int ms) { msleep(ms); }
+
+void ud_pr_warn_table_full(void)
+{
+	pr_warn_once("unwind_deferred: per-task table full (max_tasks=%u): requests fail with -ENOSPC\n",
+		     max_tasks);
+}
+
+/* --- Task lifetime: sched_process_free ------------------------------------------------ */
+
+/*
+ * The per-task slot is released when the task_struct is about to be freed. Task works
+ * have all run by then (exit_task_work() runs them and refuses new ones before the task
+ * dies), so nothing can still reach the slot. The tracepoint is not exported as a
+ * symbol, so it is found by name.
+ */
+static struct tracepoint *ud_tp_process_free;
+
+static void ud_probe_process_free(void *data, struct task_struct *task)
+{
+	ud_rs_task_free(task);
+}
+
+static void ud_find_tracepoint(struct tracepoint *tp, void *priv)
+{
+	if (!strcmp(tp->name, "sched_process_free"))
+		ud_tp_process_free = tp;
+}
+
+/* --- Return to user space: the per-entry reset ----------------------------------------- */
+
+/*
+ * Upstream resets a task's unwind state in exit_to_user_mode(). An unpatched 6.12 has no
+ * hook there for modules, but x86 has the user-return notifier (what KVM uses to restore
+ * MSRs): fire_user_return_notifiers() runs with interrupts off in
+ * arch_exit_to_user_mode_prepare(), after the last task work, right before the return to
+ * user space. The notifier list is per CPU and TIF_USER_RETURN_NOTIFY follows whichever
+ * task runs on the CPU, so one notifier per online CPU sees every return to user space.
+ * CPU hotplug callbacks register it on each CPU (they run on that CPU).
+ */
+static DEFINE_PER_CPU(struct user_return_notifier, ud_urn);
+static enum cpuhp_state ud_cpuhp_state;
+
+static void ud_on_user_return(struct user_return_notifier *urn)
+{
+	ud_rs_on_user_return();
+}
+
+static int ud_cpu_online(unsigned int cpu)
+{
+	struct user_return_notifier *urn;
+
+	preempt_disable();
+	urn = this_cpu_ptr(&ud_urn);
+	urn->on_user_return = ud_on_user_return;
+	user_return_notifier_register(urn);
+	preempt_enable();
+	return 0;
+}
+
+static int ud_cpu_offline(unsigned int cpu)
+{
+	preempt_disable();
+	user_return_notifier_unregister(this_cpu_ptr(&ud_urn));
+	preempt_enable();
+	return 0;
+}
+
+/* --- debugfs ---------------------------------------------------------------------------- */
+
+static struct dentry *ud_debugfs;
+
+static int ud_stats_show(struct seq_file *m, void *v)
+{
+	struct ud_stats s;
+
+	ud_rs_stats(&s);
+#define P(f) seq_printf(m, "%s: %llu\n", #f, s.f)
+	P(requests); P(requests_nmi); P(queued); P(already); P(task_works); P(unwinds);
+	P(unwind_frames); P(unwind_cached); P(unwind_empty); P(callbacks); P(resets);
+	P(err_kthread); P(err_user_worker); P(err_exiting); P(err_not_user); P(err_compat);
+	P(err_cancelled); P(err_table_full); P(err_task_work); P(err_nomem); P(tasks_freed);
+	P(table_used); P(table_size); P(works_registered); P(task_works_in_flight);
+#undef P
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(ud_stats);
+
+/* --- Set-up and tear-down ------------------------------------------------------------- */
+
+int ud_c_init(void)
+{
+	int ret;
+
+	ret = ud_ksyms_init();
+	if (ret)
+		return ret;
+	ud_task_work_cancel_fn = ud_ksym("task_work_cancel");
+	if (!ud_task_work_cancel_fn)
+		return -ENOENT;
+
+	for_each_kernel_tracepoint(ud_find_tracepoint, NULL);
+	if (!ud_tp_process_free) {
+		pr_err("unwind_deferred: tracepoint sched_process_free not found\n");
+		return -ENOENT;
+	}
+	ret = tracepoint_probe_register(ud_tp_process_free, ud_probe_process_free, NULL);
+	if (ret) {
+		pr_err("unwind_deferred: cannot probe sched_process_free: %d\n", ret);
+		return ret;
+	}
+
+	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "unwind_deferred:online",
+				ud_cpu_online, ud_cpu_offline);
+	if (ret < 0) {
+		pr_err("unwind_deferred: cannot set up CPU hotplug state: %d\n", ret);
+		tracepoint_probe_unregister(ud_tp_process_free, ud_probe_process_free, NULL);
+		tracepoint_synchronize_unregister();
+		return ret;
+	}
+	ud_cpuhp_state = ret;
+
+	ud_debugfs = debugfs_create_dir("unwind_deferred", NULL);
+	debugfs_create_file("stats", 0444, ud_debugfs, NULL, &ud_stats_fops);
+	return 0;
+}
+
+void ud_c_exit(void)
+{
+	debugfs_remove_recursive(ud_debugfs);
+	/* Unregisters the notifier on every CPU, on that CPU: none runs after this. */
+	cpuhp_remove_state(ud_cpuhp_state);
+	tracepoint_probe_unregister(ud_tp_process_free, ud_probe_process_free, NULL);
+	tracepoint_synchronize_unregister();
+}

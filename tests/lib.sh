@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: GPL-2.0
+# Helpers for the .tc tests (sourced). The runner exports UD_KO, UD_CLIENT_KO, UD_BIN,
+# UD_OUT, TRACING, and runs each test with the tracing directory as cwd under `bash -e`.
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP: $*" >&2; exit 4; }
+# assert_eq ACTUAL EXPECTED WHAT
+assert_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', want '$2'"; }
+
+load_module() { grep -q '^unwind_deferred ' /proc/modules || insmod "$UD_KO" "$@"; }
+unload_module() {
+	grep -q '^unwind_test_client ' /proc/modules && rmmod unwind_test_client
+	rmmod unwind_deferred
+}
+load_client() { load_module; grep -q '^unwind_test_client ' /proc/modules || insmod "$UD_CLIENT_KO" "$@"; }
+
+# The module's debugfs counters as "name value" lines.
+UD_DEBUGFS=/sys/kernel/debug/unwind_deferred
+counter() { awk -v k="$1" '$1 == k ":" { print $2 }' $UD_DEBUGFS/stats; }
