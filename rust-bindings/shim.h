@@ -105,5 +105,12 @@ int ud_rs_init_work(struct unwind_work *work, unwind_callback_fn func);
 int ud_rs_request(struct unwind_work *work, ud_u64 *cookie);
 void ud_rs_cancel(struct unwind_work *work);
 void ud_rs_stats(struct ud_stats *out);
+/* ftrace integration (src/ftrace.rs): the pure decisions of src/ftrace.c. */
+int ud_rs_parse_bool_option(const char *buf, unsigned long len);
+unsigned int ud_rs_fold_file_hash(ud_u64 hash);
+ud_u64 ud_rs_file_offset(ud_u64 addr, ud_u64 vm_start, ud_u64 pgoff, unsigned int page_shift);
+void *ud_rs_file_cache_new(void);
+void ud_rs_file_cache_free(void *cache);
+bool ud_rs_file_cache_use(void *cache, ud_u64 generation, unsigned int hash);
 
 #endif /* UD_SHIM_H */

@@ -11,6 +11,9 @@
 
 typedef unsigned long long ud_u64;
 
+/* Frames kept per user stack: the per-task cache fills one 4 KiB allocation. */
+#define UD_MAX_STACK_ENTRIES 510
+
 struct unwind_work;
 struct unwind_stacktrace;
 typedef void (*unwind_callback_fn)(struct unwind_work *work, struct unwind_stacktrace *trace,

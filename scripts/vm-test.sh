@@ -48,7 +48,7 @@ timeout --kill-after=15 "$timeout" \
 	vng --run "$image" --disable-kvm --user root --cpus "$cpus" --memory "$memory" \
 	--rwdir="$out" --qemu-opts="-qmp unix:$qmp,server=on,wait=off" \
 	--append "panic_on_warn=0 oops=panic panic=-1 nmi_watchdog=0" \
-	--exec "UD_OUT=$out $REPO/tests/run-guest.sh ${tests[*]}" </dev/null 2>&1 | tee "$out/vm.log"
+	--exec "UD_VERBOSE=${UD_VERBOSE:-} UD_OUT=$out $REPO/tests/run-guest.sh ${tests[*]}" </dev/null 2>&1 | tee "$out/vm.log"
 rc=${PIPESTATUS[0]}
 
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/vm.log" | tail -1)

@@ -8,6 +8,7 @@
 //! * [`deferred`]: request, task work, return-to-user reset, task lifetime.
 //! * [`unwind`]: the user-stack walk and its per-entry cache.
 //! * [`stats`]: debugfs counters.
+//! * [`ftrace`]: decisions of the ftrace integration (src/ftrace.c).
 //! * `src/shim.c`, `src/ksyms.c`: the C the Rust side cannot do in 6.12.
 
 use kernel::prelude::*;
@@ -22,6 +23,7 @@ mod ffi {
 mod logic;
 
 mod deferred;
+mod ftrace;
 mod registry;
 mod stats;
 mod tasks;

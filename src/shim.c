@@ -2,7 +2,7 @@
 /*
  * C shim of the unwind_deferred module: only what Rust for Linux 6.12 cannot reach
  * (static inline helpers, per-CPU data, task_work, SRCU, tracepoint probes, the
- * user-return notifier, debugfs) and the exported C API. The logic is in Rust (src/*.rs);
+ * user-return notifier, debugfs) and the exported C API. The logic is in Rust (src/ and src/core/);
  * rust-bindings/shim.h is the contract between the two.
  */
 #include <linux/cpuhotplug.h>
@@ -25,6 +25,7 @@
 #include <asm/ptrace.h>
 
 #include "../rust-bindings/shim.h"
+#include "ftrace.h"
 #include "ksyms.h"
 
 #define UD_VERSION "0.1.0"
@@ -276,6 +277,7 @@ static int ud_stats_show(struct seq_file *m, void *v)
 	P(err_cancelled); P(err_table_full); P(err_task_work); P(err_nomem); P(tasks_freed);
 	P(table_used); P(table_size); P(works_registered); P(task_works_in_flight);
 #undef P
+	ud_ftrace_stats_show(m);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(ud_stats);
@@ -314,6 +316,14 @@ int ud_c_init(void)
 	}
 	ud_cpuhp_state = ret;
 
+	ret = ud_ftrace_init();
+	if (ret) {
+		cpuhp_remove_state(ud_cpuhp_state);
+		tracepoint_probe_unregister(ud_tp_process_free, ud_probe_process_free, NULL);
+		tracepoint_synchronize_unregister();
+		return ret;
+	}
+
 	ud_debugfs = debugfs_create_dir("unwind_deferred", NULL);
 	debugfs_create_file("stats", 0444, ud_debugfs, NULL, &ud_stats_fops);
 	return 0;
@@ -322,6 +332,8 @@ int ud_c_init(void)
 void ud_c_exit(void)
 {
 	debugfs_remove_recursive(ud_debugfs);
+	/* The ftrace instances cancel their unwind works (waiting for their callbacks). */
+	ud_ftrace_exit();
 	/* Unregisters the notifier on every CPU, on that CPU: none runs after this. */
 	cpuhp_remove_state(ud_cpuhp_state);
 	tracepoint_probe_unregister(ud_tp_process_free, ud_probe_process_free, NULL);

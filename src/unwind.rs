@@ -14,7 +14,7 @@ use crate::stats::{bump, STATS};
 use crate::tasks::TaskEntry;
 
 /// Frames kept per stack: the cache fills one 4 KiB allocation.
-pub(crate) const MAX_ENTRIES: usize = 510;
+pub(crate) const MAX_ENTRIES: usize = ffi::UD_MAX_STACK_ENTRIES as usize;
 
 /// One task's cached stack.
 #[repr(C)]

@@ -127,6 +127,7 @@ for t in "${tests[@]}"; do
 	*) echo "not ok $n $name - $desc # exit=$status"; failed=$((failed + 1))
 	   sed 's/^/#   /' "$log" | tail -60 ;;
 	esac
+	[ -n "${UD_VERBOSE:-}" ] && [ "$status" != 1 ] && sed 's/^/#   /' "$log"
 	# Measurements a test wants reported (lines starting with "BENCH:").
 	grep '^BENCH:' "$log" | sed 's/^/# /'
 	rm -f "$log"

@@ -5,7 +5,9 @@
 //! compiled into the module *and* exercised by host `cargo test` (and loom, with `--cfg loom`).
 
 pub mod cookie;
+pub mod file_cache;
 pub mod file_id;
+pub mod option;
 pub mod sync;
 pub mod task_state;
 pub mod task_table;

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: GPL-2.0
+//! When to write a `file_cache` event (hash → path, build-id) into an instance.
+//!
+//! Rule (Documentation/trace-events.rst): the first time a hash is used in a stack after
+//! the cache was reset, and again every [`REMINDER_EVERY`]th use, so that a reader never has
+//! to look far back. Memory is bounded: a direct-mapped table of [`CACHE_SLOTS`] entries; a
+//! hash that loses its slot to another is simply announced again when it comes back, which
+//! keeps the rule ("a hash means the file of the most recent file_cache carrying it") true.
+
+/// Entries in one instance's cache.
+pub const CACHE_SLOTS: usize = 256;
+/// A hash is announced again after this many uses.
+pub const REMINDER_EVERY: u32 = 256;
+
+#[derive(Clone, Copy, Default)]
+struct Entry {
+    hash: u32,
+    uses: u32,
+}
+
+/// One instance's record of announced hashes. Not synchronised: the owner holds a lock.
+pub struct FileCache {
+    generation: u64,
+    entries: [Entry; CACHE_SLOTS],
+}
+
+impl FileCache {
+    /// An empty cache at generation 0.
+    pub const fn new() -> Self {
+        Self { generation: 0, entries: [Entry { hash: 0, uses: 0 }; CACHE_SLOTS] }
+    }
+
+    /// Forgets every hash when `generation` differs from the one the cache was filled in
+    /// (the owner bumps its generation on every reset event: tracing on/off, option
+    /// toggled, buffer cleared, clock changed).
+    pub fn sync_generation(&mut self, generation: u64) {
+        if self.generation != generation {
+            self.entries = [Entry::default(); CACHE_SLOTS];
+            self.generation = generation;
+        }
+    }
+
+    /// Records a use of `hash` (a file hash, never 0); returns whether a `file_cache`
+    /// event must be written before the stack that uses it.
+    pub fn use_hash(&mut self, hash: u32) -> bool {
+        let slot = &mut self.entries[(hash as usize).wrapping_mul(0x9e37_79b9) >> 24 & (CACHE_SLOTS - 1)];
+        if slot.hash != hash {
+            *slot = Entry { hash, uses: 1 };
+            return true;
+        }
+        slot.uses += 1;
+        if slot.uses > REMINDER_EVERY {
+            slot.uses = 1;
+            return true;
+        }
+        false
+    }
+}
+
+impl Default for FileCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,781 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ftrace integration: options/userstacktrace_delay in every tracing instance, and the
+ * unwind:user_unwind_cookie / user_unwind_stack / file_cache events.
+ *
+ * Why this is C: it works on struct trace_array, which only exists in kernel/trace/trace.h
+ * (built against the kernel source tree, as the module is); Rust for Linux 6.12 has no
+ * view of it. The decisions that need no kernel object are Rust (src/core/option.rs,
+ * src/core/file_cache.rs, src/core/file_id.rs, called through ud_rs_*).
+ *
+ * Hooks (6.12 has no API for any of this; each is a kprobe on a stable, non-inlined
+ * function of kernel/trace, checked at load):
+ *   trace_buffer_unlock_commit_regs  kretprobe: after an event is committed into an
+ *                                    instance (the same place where 6.12 records the
+ *                                    synchronous <user stack trace>): request a deferred
+ *                                    unwind and write user_unwind_cookie after the event.
+ *   trace_array_create_dir           a new instance: add the option file to it.
+ *   event_trace_del_tracer           an instance is being removed: forget it.
+ *   tracer_tracing_on/off,           reset the instance's file_cache record.
+ *   tracing_reset_online_cpus,
+ *   tracing_set_clock
+ */
+#include <linux/buildid.h>
+#include <linux/delay.h>
+#include <linux/kprobes.h>
+#include <linux/refcount.h>
+#include <linux/seq_file.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/random.h>
+#include <linux/siphash.h>
+#include <linux/slab.h>
+#include <linux/task_work.h>
+#include <linux/tracefs.h>
+#include <linux/unwind_deferred.h>
+#include <linux/workqueue.h>
+
+#include "trace.h"	/* kernel/trace/trace.h: struct trace_array */
+
+#define CREATE_TRACE_POINTS
+#include "trace_unwind.h"
+
+#include "../rust-bindings/shim.h"
+#include "ftrace.h"
+#include "ksyms.h"
+
+#define UD_MAX_INSTANCES	64
+#define UD_BUILD_ID_HEX		(BUILD_ID_SIZE_MAX * 2 + 1)
+
+/*
+ * One tracing instance (or the top-level one) as the module sees it.
+ *
+ * Lifetime: published in ud_instances[] (RCU: readers are kprobe handlers, which run with
+ * preemption off) until the instance is removed or the module unloads; then unpublished,
+ * ->tr cleared, and freed by a work item after unwind_deferred_cancel() (which waits for
+ * running callbacks) and synchronize_rcu() (which waits for kprobe handlers).
+ */
+struct ud_instance {
+	struct trace_array	*tr;		/* NULL once unpublished */
+	struct unwind_work	work;
+	struct dentry		*option;	/* NULL once removed */
+	bool			enabled;
+	atomic64_t		cache_gen;	/* bumped on every file_cache reset event */
+	spinlock_t		cache_lock;
+	void			*file_cache;	/* Rust FileCache, under cache_lock */
+	struct work_struct	release;
+	refcount_t		refs;		/* the table's, plus one per open option file */
+};
+
+static struct ud_instance __rcu *ud_instances[UD_MAX_INSTANCES];
+static siphash_key_t ud_file_key;
+static struct workqueue_struct *ud_wq;
+static atomic_t ud_creations_in_flight = ATOMIC_INIT(0);
+
+/* Symbols that are not exported (src/ksyms.c). */
+static struct dentry *(*ud_tracefs_create_file)(const char *name, umode_t mode,
+						 struct dentry *parent, void *data,
+						 const struct file_operations *fops);
+static void (*ud_tracefs_remove)(struct dentry *dentry);
+static int (*ud_build_id_parse_file)(struct file *file, unsigned char *build_id, __u32 *size);
+static unsigned int (*ud_tracing_gen_ctx_irq_test)(unsigned int irqs_status);
+static struct trace_array *ud_global_trace;
+static struct list_head *ud_trace_arrays;
+static struct mutex *ud_trace_types_lock;
+
+static struct {
+	atomic64_t cookies, cookies_lost, stacks, stacks_lost, stacks_truncated, files, errors;
+} ud_ftrace_stats;
+
+/* --- Instance table ------------------------------------------------------------------- */
+
+/* Kprobe handlers: preemption is off, which is our RCU read side. */
+static struct ud_instance *ud_find_instance(const struct trace_array *tr)
+{
+	int i;
+
+	for (i = 0; i < UD_MAX_INSTANCES; i++) {
+		struct ud_instance *inst = rcu_dereference_sched(ud_instances[i]);
+
+		if (inst && READ_ONCE(inst->tr) == tr)
+			return inst;
+	}
+	return NULL;
+}
+
+static void ud_reset_file_cache(struct ud_instance *inst)
+{
+	atomic64_inc(&inst->cache_gen);
+}
+
+/* --- Writing events ------------------------------------------------------------------- */
+
+static unsigned int ud_trace_ctx(void)
+{
+	unsigned long irqflags;
+
+	local_save_flags(irqflags);
+	return ud_tracing_gen_ctx_irq_test(irqs_disabled_flags(irqflags) ?
+					   TRACE_FLAG_IRQS_OFF : 0);
+}
+
+static void *ud_reserve(struct trace_buffer *buffer, struct trace_event_call *call,
+			unsigned long len, unsigned int trace_ctx,
+			struct ring_buffer_event **event)
+{
+	struct trace_entry *ent;
+
+	*event = ring_buffer_lock_reserve(buffer, len);
+	if (!*event)
+		return NULL;
+	ent = ring_buffer_event_data(*event);
+	tracing_generic_entry_update(ent, call->event.type, trace_ctx);
+	return ent;
+}
+
+static bool ud_write_cookie(struct trace_buffer *buffer, u64 cookie, unsigned int trace_ctx)
+{
+	struct trace_event_raw_user_unwind_cookie *entry;
+	struct ring_buffer_event *event;
+
+	entry = ud_reserve(buffer, &event_user_unwind_cookie, sizeof(*entry), trace_ctx, &event);
+	if (!entry)
+		return false;
+	entry->cookie = cookie;
+	ring_buffer_unlock_commit(buffer);
+	return true;
+}
+
+static bool ud_write_file(struct trace_buffer *buffer, u32 hash, const char *path,
+			  const char *build_id, unsigned int trace_ctx)
+{
+	struct trace_event_raw_file_cache *entry;
+	struct ring_buffer_event *event;
+	size_t plen = strlen(path) + 1, blen = strlen(build_id) + 1;
+	size_t off = sizeof(*entry);
+
+	entry = ud_reserve(buffer, &event_file_cache, off + plen + blen, trace_ctx, &event);
+	if (!entry)
+		return false;
+	entry->hash = hash;
+	entry->__data_loc_path = off | (plen << 16);
+	memcpy((char *)entry + off, path, plen);
+	entry->__data_loc_build_id = (off + plen) | (blen << 16);
+	memcpy((char *)entry + off + plen, build_id, blen);
+	ring_buffer_unlock_commit(buffer);
+	return true;
+}
+
+/* Frames that fit in one ring-buffer event (a stack is at most one sub-buffer). */
+static unsigned int ud_max_frames(struct trace_buffer *buffer)
+{
+	int room = ring_buffer_max_event_size(buffer) -
+		   (int)sizeof(struct trace_event_raw_user_unwind_stack);
+
+	return room > 0 ? room / (sizeof(u64) + sizeof(u32)) : 0;
+}
+
+static bool ud_write_stack(struct trace_buffer *buffer, u64 cookie, const u64 *offsets,
+			   const u32 *hashes, unsigned int nr, unsigned int trace_ctx)
+{
+	struct trace_event_raw_user_unwind_stack *entry;
+	struct ring_buffer_event *event;
+	size_t off = sizeof(*entry), olen = nr * sizeof(u64), hlen = nr * sizeof(u32);
+
+	entry = ud_reserve(buffer, &event_user_unwind_stack, off + olen + hlen, trace_ctx, &event);
+	if (!entry)
+		return false;
+	entry->cookie = cookie;
+	entry->__data_loc_offsets = off | (olen << 16);
+	memcpy((char *)entry + off, offsets, olen);
+	entry->__data_loc_hashes = (off + olen) | (hlen << 16);
+	memcpy((char *)entry + off + olen, hashes, hlen);
+	ring_buffer_unlock_commit(buffer);
+	return true;
+}
+
+/* `cat trace`: the cookie, then one line per frame (the print format is for tools). */
+static enum print_line_t ud_stack_output(struct trace_iterator *iter, int flags,
+					 struct trace_event *event)
+{
+	struct trace_event_raw_user_unwind_stack *field = (void *)iter->ent;
+	struct trace_seq *s = &iter->seq;
+	unsigned int i, nr = (field->__data_loc_offsets >> 16) / sizeof(u64);
+	const u64 *offsets = (void *)field + (field->__data_loc_offsets & 0xffff);
+	const u32 *hashes = (void *)field + (field->__data_loc_hashes & 0xffff);
+	int ret;
+
+	ret = trace_raw_output_prep(iter, event);
+	if (ret != TRACE_TYPE_HANDLED)
+		return ret;
+	trace_seq_printf(s, "cookie=0x%llx nr=%u", field->cookie, nr);
+	for (i = 0; i < nr; i++) {
+		trace_seq_printf(s, "\n => 0x%016llx ", offsets[i]);
+		if (hashes[i] == 0)
+			trace_seq_puts(s, "[anon]");
+		else if (hashes[i] == U32_MAX)
+			trace_seq_puts(s, "[nomap]");
+		else
+			trace_seq_printf(s, "[%08x]", hashes[i]);
+	}
+	trace_seq_putc(s, '\n');
+	return trace_handle_return(s);
+}
+
+/* --- The cookie after each event: kretprobe on trace_buffer_unlock_commit_regs --------- */
+
+struct ud_commit_args {
+	struct ud_instance	*inst;
+	struct trace_buffer	*buffer;
+	unsigned int		trace_ctx;
+};
+
+static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct ud_commit_args *args = (void *)ri->data;
+	struct ud_instance *inst;
+
+	/* Kernel threads have no user stack; skip them before any other work. */
+	if (current->flags & PF_KTHREAD)
+		return 1;
+	inst = ud_find_instance((struct trace_array *)regs_get_kernel_argument(regs, 0));
+	if (!inst || !READ_ONCE(inst->enabled))
+		return 1;
+	args->inst = inst;
+	args->buffer = (struct trace_buffer *)regs_get_kernel_argument(regs, 1);
+	args->trace_ctx = regs_get_kernel_argument(regs, 3);
+	return 0;
+}
+
+static int ud_commit_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct ud_commit_args *args = (void *)ri->data;
+	u64 cookie;
+
+	/*
+	 * The event is committed: the cookie lands right after it. The instance cannot have
+	 * been freed in between (we are in the same preempt-off kprobe section).
+	 */
+	if (ud_rs_request(&args->inst->work, &cookie) < 0)
+		return 0;	/* counted by the core (not a user task, table full, ...) */
+	if (ud_write_cookie(args->buffer, cookie, args->trace_ctx))
+		atomic64_inc(&ud_ftrace_stats.cookies);
+	else
+		atomic64_inc(&ud_ftrace_stats.cookies_lost);
+	return 0;
+}
+
+static struct kretprobe ud_commit_probe = {
+	.kp.symbol_name	= "trace_buffer_unlock_commit_regs",
+	.entry_handler	= ud_commit_entry,
+	.handler	= ud_commit_return,
+	.data_size	= sizeof(struct ud_commit_args),
+	.maxactive	= 0,	/* default: enough for every CPU and nesting level */
+};
+
+/* --- The stack: the unwind callback (task context, once per cookie and instance) ------- */
+
+struct ud_file_note {
+	struct ud_file_note	*next;
+	u32			hash;
+	char			build_id[UD_BUILD_ID_HEX];
+	char			path[];
+};
+
+struct ud_scratch {
+	u64	offsets[UD_MAX_STACK_ENTRIES];
+	u32	hashes[UD_MAX_STACK_ENTRIES];
+	char	pathbuf[PATH_MAX];
+};
+
+static struct ud_file_note *ud_describe_file(struct file *file, u32 hash, char *pathbuf)
+{
+	unsigned char id[BUILD_ID_SIZE_MAX];
+	struct ud_file_note *note;
+	__u32 size = 0;
+	char *path;
+
+	path = d_path(&file->f_path, pathbuf, PATH_MAX);
+	if (IS_ERR(path))
+		path = "(unknown)";
+	note = kzalloc(sizeof(*note) + strlen(path) + 1, GFP_KERNEL);
+	if (!note)
+		return NULL;
+	note->hash = hash;
+	strcpy(note->path, path);
+	if (ud_build_id_parse_file(file, id, &size) == 0 && size <= BUILD_ID_SIZE_MAX)
+		bin2hex(note->build_id, id, size);
+	return note;
+}
+
+static u32 ud_file_hash(const struct file *file)
+{
+	return ud_rs_fold_file_hash(siphash_1u64((u64)(unsigned long)file, &ud_file_key));
+}
+
+static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace,
+			      u64 cookie)
+{
+	struct ud_instance *inst = container_of(work, struct ud_instance, work);
+	struct ud_file_note *notes = NULL, **tail = &notes, *note;
+	struct vm_area_struct *vma = NULL;
+	struct mm_struct *mm = current->mm;
+	struct file *last_file = NULL;
+	struct trace_buffer *buffer;
+	struct trace_array *tr;
+	struct ud_scratch *scratch;
+	unsigned int i, nr = trace->nr, trace_ctx;
+	u32 last_hash = 0;
+	u64 gen;
+
+	scratch = kmalloc(sizeof(*scratch), GFP_KERNEL);
+	if (!scratch) {
+		atomic64_inc(&ud_ftrace_stats.errors);
+		return;
+	}
+	if (!mm)
+		nr = 0;
+	nr = min_t(unsigned int, nr, UD_MAX_STACK_ENTRIES);
+
+	if (nr) {
+		mmap_read_lock(mm);
+		for (i = 0; i < nr; i++) {
+			unsigned long addr = trace->entries[i];
+
+			/* Consecutive frames in one mapping cost one lookup. */
+			if (!vma || addr < vma->vm_start || addr >= vma->vm_end) {
+				vma = find_vma(mm, addr);
+				if (vma && addr < vma->vm_start)
+					vma = NULL;
+			}
+			if (!vma) {
+				scratch->offsets[i] = addr;
+				scratch->hashes[i] = U32_MAX;
+				continue;
+			}
+			if (!vma->vm_file) {
+				scratch->offsets[i] = addr;
+				scratch->hashes[i] = 0;
+				continue;
+			}
+			if (vma->vm_file != last_file) {
+				last_file = vma->vm_file;
+				last_hash = ud_file_hash(last_file);
+			}
+			scratch->offsets[i] = ud_rs_file_offset(addr, vma->vm_start, vma->vm_pgoff,
+							       PAGE_SHIFT);
+			scratch->hashes[i] = last_hash;
+
+			/* Announce the file if this instance has not (recently). */
+			gen = atomic64_read(&inst->cache_gen);
+			spin_lock(&inst->cache_lock);
+			note = ud_rs_file_cache_use(inst->file_cache, gen, last_hash) ? (void *)1 : NULL;
+			spin_unlock(&inst->cache_lock);
+			if (note) {
+				note = ud_describe_file(last_file, last_hash, scratch->pathbuf);
+				if (note) {
+					*tail = note;
+					tail = &note->next;
+				}
+			}
+		}
+		mmap_read_unlock(mm);
+	}
+
+	/* Ring-buffer writes need preemption off; it also pins inst->tr (see ud_instance). */
+	preempt_disable_notrace();
+	tr = READ_ONCE(inst->tr);
+	if (tr) {
+		buffer = READ_ONCE(tr->array_buffer.buffer);
+		trace_ctx = ud_trace_ctx();
+		for (note = notes; note; note = note->next) {
+			if (ud_write_file(buffer, note->hash, note->path, note->build_id, trace_ctx))
+				atomic64_inc(&ud_ftrace_stats.files);
+		}
+		if (nr > ud_max_frames(buffer)) {
+			/* Keep the innermost frames. */
+			nr = ud_max_frames(buffer);
+			atomic64_inc(&ud_ftrace_stats.stacks_truncated);
+		}
+		if (ud_write_stack(buffer, cookie, scratch->offsets, scratch->hashes, nr, trace_ctx))
+			atomic64_inc(&ud_ftrace_stats.stacks);
+		else
+			atomic64_inc(&ud_ftrace_stats.stacks_lost);
+	}
+	preempt_enable_notrace();
+
+	while (notes) {
+		note = notes->next;
+		kfree(notes);
+		notes = note;
+	}
+	kfree(scratch);
+}
+
+/* --- options/userstacktrace_delay ----------------------------------------------------- */
+
+static ssize_t ud_option_read(struct file *filp, char __user *ubuf, size_t cnt, loff_t *ppos)
+{
+	struct ud_instance *inst = filp->private_data;
+	const char *val = READ_ONCE(inst->enabled) ? "1\n" : "0\n";
+
+	return simple_read_from_buffer(ubuf, cnt, ppos, val, 2);
+}
+
+static ssize_t ud_option_write(struct file *filp, const char __user *ubuf, size_t cnt,
+			       loff_t *ppos)
+{
+	struct ud_instance *inst = filp->private_data;
+	char buf[4];
+	int val;
+
+	if (cnt == 0 || cnt > sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, cnt))
+		return -EFAULT;
+	val = ud_rs_parse_bool_option(buf, cnt);
+	if (val < 0)
+		return -EINVAL;
+	if (READ_ONCE(inst->enabled) != !!val) {
+		WRITE_ONCE(inst->enabled, !!val);
+		ud_reset_file_cache(inst);
+	}
+	*ppos += cnt;
+	return cnt;
+}
+
+static void ud_instance_put(struct ud_instance *inst);
+
+/*
+ * The option file's inode points to its ud_instance. The file can stay open after the
+ * instance is removed (rmdir) or the module's table dropped it, so an open takes a
+ * reference: it looks the instance up in the published table under RCU (the release work
+ * unpublishes, then waits for RCU before dropping the table's reference), so it either
+ * finds it with references left, or fails with -ENODEV.
+ */
+static int ud_option_open(struct inode *inode, struct file *filp)
+{
+	struct ud_instance *inst = NULL;
+	int i;
+
+	rcu_read_lock_sched();
+	for (i = 0; i < UD_MAX_INSTANCES; i++) {
+		struct ud_instance *cand = rcu_dereference_sched(ud_instances[i]);
+
+		if (cand == inode->i_private && refcount_inc_not_zero(&cand->refs)) {
+			inst = cand;
+			break;
+		}
+	}
+	rcu_read_unlock_sched();
+	if (!inst)
+		return -ENODEV;
+	filp->private_data = inst;
+	return 0;
+}
+
+static int ud_option_release(struct inode *inode, struct file *filp)
+{
+	ud_instance_put(filp->private_data);
+	return 0;
+}
+
+static const struct file_operations ud_option_fops = {
+	.owner	= THIS_MODULE,
+	.open	= ud_option_open,
+	.release = ud_option_release,
+	.read	= ud_option_read,
+	.write	= ud_option_write,
+	.llseek	= default_llseek,
+};
+
+/* --- Adding and removing instances ------------------------------------------------------ */
+
+static void ud_instance_put(struct ud_instance *inst)
+{
+	if (refcount_dec_and_test(&inst->refs)) {
+		ud_rs_file_cache_free(inst->file_cache);
+		kfree(inst);
+	}
+}
+
+static void ud_instance_release(struct work_struct *w)
+{
+	struct ud_instance *inst = container_of(w, struct ud_instance, release);
+
+	/* No callback runs after this, and no kprobe handler or opener holds the pointer
+	 * without a reference after that. */
+	unwind_deferred_cancel(&inst->work);
+	synchronize_rcu();
+	ud_instance_put(inst);
+}
+
+/* Called with trace_types_lock held. */
+static int ud_add_instance(struct trace_array *tr)
+{
+	struct ud_instance *inst;
+	int i, slot = -1, ret;
+
+	for (i = 0; i < UD_MAX_INSTANCES; i++) {
+		struct ud_instance *other = rcu_dereference_protected(ud_instances[i], 1);
+
+		if (other && other->tr == tr)
+			return 0;
+		if (!other && slot < 0)
+			slot = i;
+	}
+	if (slot < 0) {
+		pr_warn_once("unwind_deferred: more than %d tracing instances: userstacktrace_delay not added to %s\n",
+			     UD_MAX_INSTANCES, tr->name ?: "the top level");
+		return -ENOSPC;
+	}
+	if (!tr->options) {
+		pr_warn("unwind_deferred: instance %s has no options directory\n", tr->name);
+		return -ENOENT;
+	}
+	inst = kzalloc(sizeof(*inst), GFP_KERNEL);
+	if (!inst)
+		return -ENOMEM;
+	inst->file_cache = ud_rs_file_cache_new();
+	if (!inst->file_cache) {
+		kfree(inst);
+		return -ENOMEM;
+	}
+	spin_lock_init(&inst->cache_lock);
+	refcount_set(&inst->refs, 1);
+	INIT_WORK(&inst->release, ud_instance_release);
+	inst->tr = tr;
+	ret = unwind_deferred_init(&inst->work, ud_stack_callback);
+	if (ret) {
+		pr_warn("unwind_deferred: no unwind work left for instance %s: %d\n",
+			tr->name ?: "(top)", ret);
+		goto free;
+	}
+	inst->option = ud_tracefs_create_file("userstacktrace_delay", TRACE_MODE_WRITE,
+					      tr->options, inst, &ud_option_fops);
+	if (!inst->option) {
+		ret = -ENOMEM;
+		unwind_deferred_cancel(&inst->work);
+		goto free;
+	}
+	rcu_assign_pointer(ud_instances[slot], inst);
+	return 0;
+free:
+	ud_rs_file_cache_free(inst->file_cache);
+	kfree(inst);
+	return ret;
+}
+
+/* Unpublishes @inst; with trace_types_lock held. @remove_file: the file is still there. */
+static void ud_drop_instance(int slot, bool remove_file)
+{
+	struct ud_instance *inst = rcu_dereference_protected(ud_instances[slot], 1);
+
+	RCU_INIT_POINTER(ud_instances[slot], NULL);
+	WRITE_ONCE(inst->tr, NULL);
+	WRITE_ONCE(inst->enabled, false);
+	if (remove_file && inst->option)
+		ud_tracefs_remove(inst->option);
+	inst->option = NULL;
+	queue_work(ud_wq, &inst->release);
+}
+
+/* event_trace_del_tracer(tr): __remove_instance() is past its -EBUSY check and will remove
+ * the whole directory (our file with it), then free @tr after a tracepoint/RCU sync. */
+static int ud_del_tracer_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	struct trace_array *tr = (void *)regs_get_kernel_argument(regs, 0);
+	int i;
+
+	for (i = 0; i < UD_MAX_INSTANCES; i++) {
+		struct ud_instance *inst = rcu_dereference_sched(ud_instances[i]);
+
+		if (inst && inst->tr == tr)
+			ud_drop_instance(i, false);
+	}
+	return 0;
+}
+
+/* A new instance: trace_array_create_dir(tr) runs with trace_types_lock held, before the
+ * instance's options directory exists. Pin the instance and add our file from a task work
+ * that runs before mkdir returns to user space (or from the workqueue for kernel threads). */
+struct ud_creation {
+	struct callback_head	twork;
+	struct work_struct	work;
+	struct trace_array	*tr;
+};
+
+static void ud_creation_finish(struct ud_creation *c)
+{
+	mutex_lock(ud_trace_types_lock);
+	ud_add_instance(c->tr);
+	mutex_unlock(ud_trace_types_lock);
+	trace_array_put(c->tr);
+	kfree(c);
+	atomic_dec(&ud_creations_in_flight);
+}
+
+static void ud_creation_twork(struct callback_head *head)
+{
+	ud_creation_finish(container_of(head, struct ud_creation, twork));
+}
+
+static void ud_creation_work(struct work_struct *w)
+{
+	ud_creation_finish(container_of(w, struct ud_creation, work));
+}
+
+static int ud_create_dir_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	struct trace_array *tr = (void *)regs_get_kernel_argument(regs, 0);
+	struct ud_creation *c;
+
+	c = kzalloc(sizeof(*c), GFP_ATOMIC);
+	if (!c) {
+		pr_warn("unwind_deferred: out of memory: no userstacktrace_delay in instance %s\n",
+			tr->name);
+		return 0;
+	}
+	c->tr = tr;
+	tr->ref++;	/* trace_types_lock is held by our caller; dropped by trace_array_put() */
+	atomic_inc(&ud_creations_in_flight);
+	init_task_work(&c->twork, ud_creation_twork);
+	if ((current->flags & PF_KTHREAD) || task_work_add(current, &c->twork, TWA_RESUME)) {
+		INIT_WORK(&c->work, ud_creation_work);
+		queue_work(ud_wq, &c->work);
+	}
+	return 0;
+}
+
+/* --- file_cache resets ----------------------------------------------------------------- */
+
+static int ud_reset_tr_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	struct ud_instance *inst = ud_find_instance((void *)regs_get_kernel_argument(regs, 0));
+
+	if (inst)
+		ud_reset_file_cache(inst);
+	return 0;
+}
+
+static int ud_reset_buf_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	struct array_buffer *buf = (void *)regs_get_kernel_argument(regs, 0);
+	struct ud_instance *inst = ud_find_instance(buf->tr);
+
+	if (inst)
+		ud_reset_file_cache(inst);
+	return 0;
+}
+
+static struct kprobe ud_kprobes[] = {
+	{ .symbol_name = "trace_array_create_dir",	.pre_handler = ud_create_dir_pre },
+	{ .symbol_name = "event_trace_del_tracer",	.pre_handler = ud_del_tracer_pre },
+	{ .symbol_name = "tracer_tracing_on",		.pre_handler = ud_reset_tr_pre },
+	{ .symbol_name = "tracer_tracing_off",		.pre_handler = ud_reset_tr_pre },
+	{ .symbol_name = "tracing_set_clock",		.pre_handler = ud_reset_tr_pre },
+	{ .symbol_name = "tracing_reset_online_cpus",	.pre_handler = ud_reset_buf_pre },
+};
+static struct kprobe *ud_kprobe_ptrs[ARRAY_SIZE(ud_kprobes)];
+
+/* --- debugfs counters ------------------------------------------------------------------- */
+
+void ud_ftrace_stats_show(struct seq_file *m)
+{
+#define P(f) seq_printf(m, "ftrace_%s: %lld\n", #f, atomic64_read(&ud_ftrace_stats.f))
+	P(cookies); P(cookies_lost); P(stacks); P(stacks_lost); P(stacks_truncated); P(files);
+	P(errors);
+#undef P
+	seq_printf(m, "ftrace_commit_probe_missed: %d\n", ud_commit_probe.nmissed);
+}
+
+/* --- Set-up and tear-down --------------------------------------------------------------- */
+
+static int ud_resolve(void)
+{
+	ud_tracefs_create_file = ud_ksym("tracefs_create_file");
+	ud_tracefs_remove = ud_ksym("tracefs_remove");
+	ud_build_id_parse_file = ud_ksym("build_id_parse_file");
+	ud_tracing_gen_ctx_irq_test = ud_ksym("tracing_gen_ctx_irq_test");
+	ud_global_trace = ud_ksym("global_trace");
+	ud_trace_arrays = ud_ksym("ftrace_trace_arrays");
+	ud_trace_types_lock = ud_ksym("trace_types_lock");
+	if (!ud_tracefs_create_file || !ud_tracefs_remove || !ud_build_id_parse_file ||
+	    !ud_tracing_gen_ctx_irq_test || !ud_global_trace || !ud_trace_arrays ||
+	    !ud_trace_types_lock)
+		return -ENOENT;
+	return 0;
+}
+
+int ud_ftrace_init(void)
+{
+	struct trace_array *tr;
+	int i, ret;
+
+	ret = ud_resolve();
+	if (ret)
+		return ret;
+	get_random_bytes(&ud_file_key, sizeof(ud_file_key));
+	trace_event_type_funcs_user_unwind_stack.trace = ud_stack_output;
+
+	ud_wq = alloc_workqueue("unwind_deferred", 0, 0);
+	if (!ud_wq)
+		return -ENOMEM;
+
+	for (i = 0; i < ARRAY_SIZE(ud_kprobes); i++)
+		ud_kprobe_ptrs[i] = &ud_kprobes[i];
+	ret = register_kprobes(ud_kprobe_ptrs, ARRAY_SIZE(ud_kprobes));
+	if (ret) {
+		pr_err("unwind_deferred: cannot probe the tracing instance functions: %d\n", ret);
+		goto err_wq;
+	}
+
+	/* The top level and every existing instance; later ones through the kprobe above. */
+	mutex_lock(ud_trace_types_lock);
+	list_for_each_entry(tr, ud_trace_arrays, list)
+		ud_add_instance(tr);
+	mutex_unlock(ud_trace_types_lock);
+
+	ret = register_kretprobe(&ud_commit_probe);
+	if (ret) {
+		pr_err("unwind_deferred: cannot probe trace_buffer_unlock_commit_regs: %d\n", ret);
+		goto err_instances;
+	}
+	return 0;
+
+err_instances:
+	ud_ftrace_exit_instances();
+	unregister_kprobes(ud_kprobe_ptrs, ARRAY_SIZE(ud_kprobes));
+err_wq:
+	destroy_workqueue(ud_wq);
+	return ret;
+}
+
+void ud_ftrace_exit_instances(void)
+{
+	int i;
+
+	/* Holding trace_types_lock: no instance is being created or removed meanwhile. */
+	mutex_lock(ud_trace_types_lock);
+	for (i = 0; i < UD_MAX_INSTANCES; i++) {
+		if (rcu_access_pointer(ud_instances[i]))
+			ud_drop_instance(i, true);
+	}
+	mutex_unlock(ud_trace_types_lock);
+}
+
+void ud_ftrace_exit(void)
+{
+	int i;
+
+	/* No new instance work: stop the creation hook and wait for what it queued. */
+	unregister_kprobe(&ud_kprobes[0]);
+	while (atomic_read(&ud_creations_in_flight))
+		msleep(10);
+	ud_ftrace_exit_instances();
+	unregister_kretprobe(&ud_commit_probe);
+	for (i = 1; i < ARRAY_SIZE(ud_kprobes); i++)
+		unregister_kprobe(&ud_kprobes[i]);
+	/* Runs every release work: cancels the unwind works and frees the instances. */
+	destroy_workqueue(ud_wq);
+}

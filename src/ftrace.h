@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef UD_FTRACE_H
+#define UD_FTRACE_H
+
+struct seq_file;
+
+int ud_ftrace_init(void);
+void ud_ftrace_exit(void);
+void ud_ftrace_exit_instances(void);
+void ud_ftrace_stats_show(struct seq_file *m);
+
+#endif
