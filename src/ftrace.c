@@ -14,6 +14,8 @@
  *                                    instance (the same place where 6.12 records the
  *                                    synchronous <user stack trace>): request a deferred
  *                                    unwind and write user_unwind_cookie after the event.
+ *   trace_set_options                kretprobe: accept the option in trace_options too
+ *                                    (what trace-cmd record -O writes).
  *   trace_array_create_dir           a new instance: add the option file to it.
  *   event_trace_del_tracer           an instance is being removed: forget it.
  *   tracer_tracing_on/off,           reset the instance's file_cache record.
@@ -489,6 +491,61 @@ static const struct file_operations ud_option_fops = {
 	.llseek	= default_llseek,
 };
 
+/*
+ * The same option through the instance's trace_options file ("userstacktrace_delay",
+ * "nouserstacktrace_delay"), which is what `trace-cmd record -O` writes. The kernel's
+ * trace_set_options() does not know the name and would fail with -EINVAL: a kretprobe
+ * recognises it on entry, and on return sets the option and makes the write succeed.
+ */
+struct ud_set_option_args {
+	struct ud_instance	*inst;
+	bool			value;
+};
+
+static int ud_set_option_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct ud_set_option_args *args = (void *)ri->data;
+	const char *opt = (const char *)regs_get_kernel_argument(regs, 1);
+	static const char name[] = "userstacktrace_delay";
+	bool value = true;
+	size_t len;
+
+	opt = skip_spaces(opt);
+	if (str_has_prefix(opt, "no")) {
+		opt += 2;
+		value = false;
+	}
+	if (strncmp(opt, name, sizeof(name) - 1))
+		return 1;
+	for (len = sizeof(name) - 1; opt[len]; len++)
+		if (!isspace(opt[len]))
+			return 1;
+	args->inst = ud_find_instance((struct trace_array *)regs_get_kernel_argument(regs, 0));
+	args->value = value;
+	return args->inst ? 0 : 1;
+}
+
+static int ud_set_option_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct ud_set_option_args *args = (void *)ri->data;
+
+	if ((int)regs_return_value(regs) != -EINVAL)	/* an int: rax bits 32-63 are undefined */
+		return 0;	/* a tracer option of that name exists: leave it alone */
+	if (READ_ONCE(args->inst->enabled) != args->value) {
+		WRITE_ONCE(args->inst->enabled, args->value);
+		ud_reset_file_cache(args->inst);
+	}
+	regs_set_return_value(regs, 0);
+	return 0;
+}
+
+static struct kretprobe ud_set_option_probe = {
+	.kp.symbol_name	= "trace_set_options",
+	.entry_handler	= ud_set_option_entry,
+	.handler	= ud_set_option_return,
+	.data_size	= sizeof(struct ud_set_option_args),
+};
+
 /* --- Adding and removing instances ------------------------------------------------------ */
 
 static void ud_instance_put(struct ud_instance *inst)
@@ -741,6 +798,12 @@ int ud_ftrace_init(void)
 		pr_err("unwind_deferred: cannot probe trace_buffer_unlock_commit_regs: %d\n", ret);
 		goto err_instances;
 	}
+	ret = register_kretprobe(&ud_set_option_probe);
+	if (ret) {
+		pr_err("unwind_deferred: cannot probe trace_set_options: %d\n", ret);
+		unregister_kretprobe(&ud_commit_probe);
+		goto err_instances;
+	}
 	return 0;
 
 err_instances:
@@ -772,6 +835,7 @@ void ud_ftrace_exit(void)
 	unregister_kprobe(&ud_kprobes[0]);
 	while (atomic_read(&ud_creations_in_flight))
 		msleep(10);
+	unregister_kretprobe(&ud_set_option_probe);
 	ud_ftrace_exit_instances();
 	unregister_kretprobe(&ud_commit_probe);
 	for (i = 1; i < ARRAY_SIZE(ud_kprobes); i++)

@@ -8,7 +8,7 @@
  * files (so trace-cmd and libtraceevent parse them) and text output.
  */
 #undef TRACE_SYSTEM
-#define TRACE_SYSTEM unwind
+#define TRACE_SYSTEM ftrace
 
 #if !defined(_TRACE_UNWIND_H) || defined(TRACE_HEADER_MULTI_READ)
 #define _TRACE_UNWIND_H

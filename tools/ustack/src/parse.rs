@@ -209,7 +209,9 @@ pub fn parse_num(s: &str) -> Option<u64> {
 }
 
 /// Find `key=value` in an event body. The key must start a word. The value ends at white
-/// space, except for `{...}` and `ARRAY[...]` values which end at their closing bracket.
+/// space, except for `{...}` and `ARRAY[...]` values which end at their closing bracket, and
+/// for a space-separated list of numbers (how trace-cmd's libtraceevent prints
+/// `__print_array`: `offsets=4455 4675 160330`), which runs up to the next `key=` word.
 pub fn field<'a>(body: &'a str, key: &str) -> Option<&'a str> {
     let pat = format!("{key}=");
     let mut from = 0;
@@ -225,7 +227,21 @@ pub fn field<'a>(body: &'a str, key: &str) -> Option<&'a str> {
         } else if v.starts_with("ARRAY[") {
             v.find(']').map(|e| e + 1)?
         } else {
-            v.find(char::is_whitespace).unwrap_or(v.len())
+            let mut end = v.find(char::is_whitespace).unwrap_or(v.len());
+            if v[..end].parse::<u64>().is_ok() || end == 0 {
+                // A list of numbers: extend over the following numeric words.
+                loop {
+                    let rest = &v[end..];
+                    let word_start = end + (rest.len() - rest.trim_start().len());
+                    let word_len = v[word_start..].find(char::is_whitespace).unwrap_or(v.len() - word_start);
+                    let word = &v[word_start..word_start + word_len];
+                    if word.is_empty() || word.contains('=') || parse_num(word).is_none() {
+                        break;
+                    }
+                    end = word_start + word_len;
+                }
+            }
+            end
         };
         return Some(&v[..end]);
     }
@@ -242,6 +258,13 @@ pub fn parse_array(v: &str, elem: usize) -> Option<Vec<u64>> {
             return Some(Vec::new());
         }
         return inner.split(',').map(parse_num).collect();
+    }
+    if v.is_empty() {
+        return Some(Vec::new());
+    }
+    if !v.contains(['[', '{', ',']) {
+        // libtraceevent's `__print_array`: decimal (or hex) numbers separated by spaces.
+        return v.split_whitespace().map(parse_num).collect();
     }
     if let Some(inner) = v.strip_prefix("ARRAY[").and_then(|s| s.strip_suffix(']')) {
         let inner = inner.trim();

@@ -32,6 +32,15 @@ cpus=2
            sleep-123   [001]    10.000200: user_unwind_stack:    cookie=0x300000002 nr=3 offsets={0x1139,0x29d90,0x7ffd1234a000} hashes={0xa1b2c3d4,0x5e6f7081,0x0}
 ";
 
+/// The same as trace-cmd 3.1's libtraceevent prints `__print_array`: decimal, spaces.
+const RST_TRACECMD_DECIMAL: &str = "\
+cpus=2
+           sleep-123   [001]    10.000050: file_cache:           hash=0xa1b2c3d4 path=/usr/bin/demo build_id=4f2a0c
+           sleep-123   [001]    10.000090: sys_enter_nanosleep:  NR 35 (7ffd, 0)
+           sleep-123   [001]    10.000100: user_unwind_cookie:   cookie=0x300000002
+           sleep-123   [001]    10.000200: user_unwind_stack:    cookie=0x300000002 nr=3 offsets=4409 171408 140725909282816 hashes=2712847316 1584361601 0
+";
+
 fn ok_frames(s: &Sample) -> Vec<Frame> {
     match &s.stack {
         StackState::Ok(st) => st.frames.clone(),
@@ -41,7 +50,7 @@ fn ok_frames(s: &Sample) -> Vec<Frame> {
 
 #[test]
 fn rst_examples_both_forms() {
-    for text in [RST_TRACEFS, RST_TRACECMD] {
+    for text in [RST_TRACEFS, RST_TRACECMD, RST_TRACECMD_DECIMAL] {
         let (samples, e) = Engine::run_text(text);
         assert_eq!(samples.len(), 1, "{text}");
         let s = &samples[0];

@@ -1,0 +1,68 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make check` (base kernel) and `make check-debug` (debug kernel): every test, with the time
+# of each phase. Installs what is missing and builds the kernel when it is not cached.
+#
+#   scripts/check.sh base|debug
+#
+# The last line is "check: N passed, N failed" over all phases (host tests, harness
+# self-test, VM suite); the exit status is non-zero if anything failed.
+set -uo pipefail
+
+flavour=${1:-base}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+cd "$REPO"
+out=$REPO/out/check-$flavour
+mkdir -p "$out"
+passed=0 failed=0 timings=()
+
+phase() { # phase NAME COMMAND...: runs, times and logs one phase; returns its status
+	local name=$1 start=$SECONDS rc
+	shift
+	echo "=== $name"
+	"$@" 2>&1 | tee "$out/$name.log"
+	rc=${PIPESTATUS[0]}
+	timings+=("$(printf '%-18s %4ds  %s' "$name" $((SECONDS - start)) "$([ "$rc" = 0 ] && echo ok || echo "FAILED ($rc)")")")
+	return "$rc"
+}
+
+# Adds the counts of a phase's log: cargo's "test result" lines, or our "N passed, N failed".
+count() {
+	local p f
+	p=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed; [0-9]+ failed' "$out/$1.log" |
+		awk '{p += $4; f += $6} END {print p + 0, f + 0}')
+	if [ "$p" = "0 0" ]; then
+		p=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/$1.log" | tail -1 | awk '{print $1, $3}')
+	fi
+	[ -n "$p" ] || p="0 1" # a phase that reported nothing counts as a failure
+	passed=$((passed + ${p% *}))
+	failed=$((failed + ${p#* }))
+}
+
+finish() {
+	echo "=== times"
+	printf '%s\n' "${timings[@]}"
+	echo "check: $passed passed, $failed failed"
+	[ "$failed" = 0 ] && [ "$1" = 0 ]
+	exit $?
+}
+
+phase setup "$REPO/scripts/setup.sh" || { failed=$((failed + 1)); finish 1; }
+phase kernel "$REPO/scripts/kernel.sh" "$flavour" || { failed=$((failed + 1)); finish 1; }
+kdir=$(tail -1 "$out/kernel.log")
+
+status=0
+phase host-tests cargo test --workspace --locked || status=1
+count host-tests
+phase loom env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
+	cargo test -p unwind-core --release --locked --test loom || status=1
+count loom
+phase build make -C "$REPO" KDIR="$kdir" all || { failed=$((failed + 1)); finish 1; }
+if [ -x "$REPO/scripts/harness-selftest.sh" ]; then
+	phase harness-selftest "$REPO/scripts/harness-selftest.sh" --kernel "$kdir" || status=1
+	count harness-selftest
+fi
+phase vm-suite "$REPO/scripts/vm-test.sh" --kernel "$kdir" --timeout 2400 --out "$out/vm" || status=1
+count vm-suite
+finish $status
