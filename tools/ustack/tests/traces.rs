@@ -38,7 +38,7 @@ cpus=2
            sleep-123   [001]    10.000050: file_cache:           hash=0xa1b2c3d4 path=/usr/bin/demo build_id=4f2a0c
            sleep-123   [001]    10.000090: sys_enter_nanosleep:  NR 35 (7ffd, 0)
            sleep-123   [001]    10.000100: user_unwind_cookie:   cookie=0x300000002
-           sleep-123   [001]    10.000200: user_unwind_stack:    cookie=0x300000002 nr=3 offsets=4409 171408 140725909282816 hashes=2712847316 1584361601 0
+           sleep-123   [001]    10.000200: user_unwind_stack:    cookie=0x300000002 nr=3 offsets=4409 171408 140724908892160 hashes=2712847316 1584361601 0
 ";
 
 fn ok_frames(s: &Sample) -> Vec<Frame> {
