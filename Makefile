@@ -36,6 +36,7 @@ client: module
 
 progs:
 	$(MAKE) -C $(REPO)/tests/progs
+	$(MAKE) -C $(REPO)/tests/ftrace/progs
 	$(MAKE) -C $(REPO)/tools/ustack/demo
 
 check-host:
@@ -60,6 +61,7 @@ clean:
 	-$(KMAKE) M=$(REPO) clean 2>/dev/null
 	-$(KMAKE) M=$(REPO)/tests/modules clean 2>/dev/null
 	-$(MAKE) -C $(REPO)/tests/progs clean
+	-$(MAKE) -C $(REPO)/tests/ftrace/progs clean
 	-$(MAKE) -C $(REPO)/tools/ustack/demo clean
 	rm -rf $(REPO)/src/generated $(OUT)
 

@@ -18,9 +18,9 @@
  *                                    (what trace-cmd record -O writes).
  *   trace_array_create_dir           a new instance: add the option file to it.
  *   event_trace_del_tracer           an instance is being removed: forget it.
- *   tracer_tracing_on/off,           reset the instance's file_cache record.
- *   tracing_reset_online_cpus,
- *   tracing_set_clock
+ *   ring_buffer_record_on/off,       reset the instance's file_cache record (tracing
+ *   ring_buffer_set_clock,           on/off, clock change, buffer cleared).
+ *   ring_buffer_reset_online_cpus
  */
 #include <linux/buildid.h>
 #include <linux/delay.h>
@@ -706,19 +706,28 @@ static int ud_create_dir_pre(struct kprobe *p, struct pt_regs *regs)
 
 /* --- file_cache resets ----------------------------------------------------------------- */
 
-static int ud_reset_tr_pre(struct kprobe *p, struct pt_regs *regs)
+/*
+ * The instance whose ring buffer is @buffer. The hooks below are on ring_buffer.c functions:
+ * their trace.c callers (tracer_tracing_on/off, tracing_set_clock, tracing_reset_online_cpus)
+ * may be inlined into their own callers, where a kprobe on their symbol would never fire.
+ */
+static struct ud_instance *ud_find_by_buffer(const struct trace_buffer *buffer)
 {
-	struct ud_instance *inst = ud_find_instance((void *)regs_get_kernel_argument(regs, 0));
+	int i;
 
-	if (inst)
-		ud_reset_file_cache(inst);
-	return 0;
+	for (i = 0; i < UD_MAX_INSTANCES; i++) {
+		struct ud_instance *inst = rcu_dereference_sched(ud_instances[i]);
+		struct trace_array *tr = inst ? READ_ONCE(inst->tr) : NULL;
+
+		if (tr && READ_ONCE(tr->array_buffer.buffer) == buffer)
+			return inst;
+	}
+	return NULL;
 }
 
-static int ud_reset_buf_pre(struct kprobe *p, struct pt_regs *regs)
+static int ud_reset_buffer_pre(struct kprobe *p, struct pt_regs *regs)
 {
-	struct array_buffer *buf = (void *)regs_get_kernel_argument(regs, 0);
-	struct ud_instance *inst = ud_find_instance(buf->tr);
+	struct ud_instance *inst = ud_find_by_buffer((void *)regs_get_kernel_argument(regs, 0));
 
 	if (inst)
 		ud_reset_file_cache(inst);
@@ -728,10 +737,10 @@ static int ud_reset_buf_pre(struct kprobe *p, struct pt_regs *regs)
 static struct kprobe ud_kprobes[] = {
 	{ .symbol_name = "trace_array_create_dir",	.pre_handler = ud_create_dir_pre },
 	{ .symbol_name = "event_trace_del_tracer",	.pre_handler = ud_del_tracer_pre },
-	{ .symbol_name = "tracer_tracing_on",		.pre_handler = ud_reset_tr_pre },
-	{ .symbol_name = "tracer_tracing_off",		.pre_handler = ud_reset_tr_pre },
-	{ .symbol_name = "tracing_set_clock",		.pre_handler = ud_reset_tr_pre },
-	{ .symbol_name = "tracing_reset_online_cpus",	.pre_handler = ud_reset_buf_pre },
+	{ .symbol_name = "ring_buffer_record_on",	.pre_handler = ud_reset_buffer_pre },
+	{ .symbol_name = "ring_buffer_record_off",	.pre_handler = ud_reset_buffer_pre },
+	{ .symbol_name = "ring_buffer_set_clock",	.pre_handler = ud_reset_buffer_pre },
+	{ .symbol_name = "ring_buffer_reset_online_cpus", .pre_handler = ud_reset_buffer_pre },
 };
 static struct kprobe *ud_kprobe_ptrs[ARRAY_SIZE(ud_kprobes)];
 
