@@ -102,6 +102,12 @@ pub(crate) unsafe fn cancel(work: *mut ffi::unwind_work, clear_tasks: impl Fn(u3
     // the bit cannot reach a future owner of it.
     // SAFETY: sleepable context.
     unsafe { ffi::ud_synchronize_srcu() };
+    // Race: such a task work marks the bit completed in its task after the clearing above
+    // (it found the work null, or called it before we nulled it). Left there, a completed
+    // bit would filter out the callback of the bit's next owner if that owner requested
+    // later in the same kernel entry: its request returns 0 and it is never called back.
+    // No task work holds the bit any more, and no request can set it: clear it again.
+    clear_tasks(bit);
     guard.bits().free(bit);
 }
 
