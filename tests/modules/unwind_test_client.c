@@ -13,6 +13,7 @@
  *             nmi K [TGID] | nmi off    request for K from the NMI handler (user tasks)
  *             quiet 0|1                 stop/resume logging callbacks (they are counted)
  *             bench K N                 time N requests against N bare tracepoint hits
+ *             bench_first K             time the first request of this entry (queues)
  *             clear | warn
  *   log     "init ...", "req ...", "cb ..." records (bounded; "status" counts drops)
  *   nmi     one line per request made in NMI: "nmi work=K pid=P ret=R cookie=0x..."
@@ -315,6 +316,18 @@ static void bench(int k, unsigned long n)
 		   k, n, t1 - t0, t3 - t2, first, t4 - t3, ret);
 }
 
+/* The first request of an entry: the path that queues the task work. */
+static void bench_first(int k)
+{
+	u64 t0, t1, cookie;
+	int ret;
+
+	t0 = ktime_get_ns();
+	ret = unwind_deferred_request(&works[k], &cookie);
+	t1 = ktime_get_ns();
+	log_printf("bench_first work=%d ns=%llu ret=%d\n", k, t1 - t0, ret);
+}
+
 /* --- ctl ------------------------------------------------------------------------------ */
 
 static int parse_slot(const char *s, int *k)
@@ -405,6 +418,10 @@ static int run_command(char *line)
 		if (parse_slot(argv[1], &k) || kstrtoul(argv[2], 0, &n) || !n)
 			return -EINVAL;
 		bench(k, n);
+	} else if (!strcmp(argv[0], "bench_first") && argc == 2) {
+		if (parse_slot(argv[1], &k))
+			return -EINVAL;
+		bench_first(k);
 	} else if (!strcmp(argv[0], "clear") && argc == 1) {
 		spin_lock_irq(&log_lock);
 		log_len = 0;

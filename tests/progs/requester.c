@@ -1,18 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * requester SECONDS 'CMDS' [CTL]: for SECONDS, open the client's ctl (it comes and goes
- * while modules are reloaded), write CMDS with a raw syscall, close; retry on failure.
- * Prints "writes N failed M".
+ * requester SECONDS 'CMDS' [PAUSE_US] [CTL]: for SECONDS, open the client's ctl (it comes
+ * and goes while modules are reloaded), write CMDS with a raw syscall, close, pause
+ * PAUSE_US microseconds (default 0: the ctl file is nearly always open, which keeps the
+ * client from unloading); retry on failure.
+ * Prints "writes N failed M" at the end or on SIGTERM.
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 #include "ud.h"
 
+static volatile sig_atomic_t stop;
+
+static void on_term(int sig)
+{
+	stop = 1;
+}
+
 int main(int argc, char **argv)
 {
-	const char *ctl = argc > 3 ? argv[3] : CTL;
+	const char *ctl = argc > 4 ? argv[4] : CTL;
+	int pause_us = argc > 3 ? atoi(argv[3]) : 0;
 	unsigned long writes = 0, failed = 0;
 	const char *cmds;
 	time_t end;
@@ -23,7 +34,8 @@ int main(int argc, char **argv)
 	}
 	end = time(NULL) + atoi(argv[1]);
 	cmds = unescape(argv[2]);
-	while (time(NULL) < end) {
+	signal(SIGTERM, on_term);
+	while (!stop && time(NULL) < end) {
 		int fd = open(ctl, O_WRONLY);
 
 		if (fd < 0) {
@@ -36,6 +48,8 @@ int main(int argc, char **argv)
 		else
 			failed++;
 		close(fd);
+		if (pause_us)
+			usleep(pause_us);
 	}
 	printf("writes %lu failed %lu\n", writes, failed);
 	return 0;
