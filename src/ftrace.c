@@ -23,6 +23,7 @@
  *   ring_buffer_reset_online_cpus
  */
 #include <linux/buildid.h>
+#include <linux/hash.h>
 #include <linux/delay.h>
 #include <linux/kprobes.h>
 #include <linux/refcount.h>
@@ -287,26 +288,76 @@ struct ud_file_note {
 struct ud_scratch {
 	u64	offsets[UD_MAX_STACK_ENTRIES];
 	u32	hashes[UD_MAX_STACK_ENTRIES];
-	char	pathbuf[PATH_MAX];
 };
 
-static struct ud_file_note *ud_describe_file(struct file *file, u32 hash, char *pathbuf)
-{
-	unsigned char id[BUILD_ID_SIZE_MAX];
-	struct ud_file_note *note;
-	__u32 size = 0;
-	char *path;
+/*
+ * Build-ids of recently described files, so that reminders and other processes mapping the
+ * same file do not read its ELF notes again (on a network or 9p file system each read is a
+ * round trip). Keyed by inode, checked against the inode number and ctime so that a reused
+ * inode or a file rewritten in place is read again. Bounded: direct-mapped, 64 entries.
+ */
+#define UD_BUILD_ID_CACHE_BITS	6
+struct ud_build_id_entry {
+	const struct inode	*inode;
+	unsigned long		ino;
+	struct timespec64	ctime;
+	__u32			size;	/* 0: the file has no build-id */
+	unsigned char		id[BUILD_ID_SIZE_MAX];
+};
+static struct ud_build_id_entry ud_build_ids[1 << UD_BUILD_ID_CACHE_BITS];
+static DEFINE_SPINLOCK(ud_build_ids_lock);
 
+static void ud_build_id_hex(struct file *file, char *hex)
+{
+	const struct inode *inode = file_inode(file);
+	struct ud_build_id_entry *e = &ud_build_ids[hash_ptr(inode, UD_BUILD_ID_CACHE_BITS)];
+	struct timespec64 ctime = inode_get_ctime(inode);
+	unsigned char id[BUILD_ID_SIZE_MAX];
+	__u32 size = 0;
+	bool hit;
+
+	spin_lock(&ud_build_ids_lock);
+	hit = e->inode == inode && e->ino == inode->i_ino && timespec64_equal(&e->ctime, &ctime);
+	if (hit) {
+		size = e->size;
+		memcpy(id, e->id, size);
+	}
+	spin_unlock(&ud_build_ids_lock);
+	if (!hit) {
+		if (ud_build_id_parse_file(file, id, &size) || size > BUILD_ID_SIZE_MAX)
+			size = 0;
+		spin_lock(&ud_build_ids_lock);
+		e->inode = inode;
+		e->ino = inode->i_ino;
+		e->ctime = ctime;
+		e->size = size;
+		memcpy(e->id, id, size);
+		spin_unlock(&ud_build_ids_lock);
+	}
+	*bin2hex(hex, id, size) = '\0';
+}
+
+/* Path and build-id of @file for a file_cache event (rare: first use and reminders). */
+static struct ud_file_note *ud_describe_file(struct file *file, u32 hash)
+{
+	struct ud_file_note *note;
+	char *pathbuf, *path;
+
+	pathbuf = __getname();
+	if (!pathbuf)
+		return NULL;
 	path = d_path(&file->f_path, pathbuf, PATH_MAX);
 	if (IS_ERR(path))
 		path = "(unknown)";
 	note = kzalloc(sizeof(*note) + strlen(path) + 1, GFP_KERNEL);
-	if (!note)
+	if (!note) {
+		__putname(pathbuf);
 		return NULL;
+	}
 	note->hash = hash;
 	strcpy(note->path, path);
-	if (ud_build_id_parse_file(file, id, &size) == 0 && size <= BUILD_ID_SIZE_MAX)
-		bin2hex(note->build_id, id, size);
+	__putname(pathbuf);
+	ud_build_id_hex(file, note->build_id);
 	return note;
 }
 
@@ -328,6 +379,7 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 	struct ud_scratch *scratch;
 	unsigned int i, nr = trace->nr, trace_ctx;
 	u32 last_hash = 0;
+	bool announce;
 	u64 gen;
 
 	scratch = kmalloc(sizeof(*scratch), GFP_KERNEL);
@@ -360,21 +412,27 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 				scratch->hashes[i] = 0;
 				continue;
 			}
-			if (vma->vm_file != last_file) {
-				last_file = vma->vm_file;
-				last_hash = ud_file_hash(last_file);
-			}
 			scratch->offsets[i] = ud_rs_file_offset(addr, vma->vm_start, vma->vm_pgoff,
 							       PAGE_SHIFT);
+			if (vma->vm_file == last_file) {
+				scratch->hashes[i] = last_hash;
+				continue;
+			}
+			last_file = vma->vm_file;
+			last_hash = ud_file_hash(last_file);
 			scratch->hashes[i] = last_hash;
 
-			/* Announce the file if this instance has not (recently). */
+			/*
+			 * Announce the file if this instance has not (recently). A use is counted
+			 * per run of frames in one file, not per frame, so that the reminder comes
+			 * every so many stacks, whatever their depth.
+			 */
 			gen = atomic64_read(&inst->cache_gen);
 			spin_lock(&inst->cache_lock);
-			note = ud_rs_file_cache_use(inst->file_cache, gen, last_hash) ? (void *)1 : NULL;
+			announce = ud_rs_file_cache_use(inst->file_cache, gen, last_hash);
 			spin_unlock(&inst->cache_lock);
-			if (note) {
-				note = ud_describe_file(last_file, last_hash, scratch->pathbuf);
+			if (announce) {
+				note = ud_describe_file(last_file, last_hash);
 				if (note) {
 					*tail = note;
 					tail = &note->next;
