@@ -44,7 +44,7 @@ rc=$?
 ok=0
 if [ $rc != 0 ] && grep -q '^not ok 1 selftest/warn.selftest' "$out/warn.log" &&
    grep -q 'kernel log reports a problem' "$out/warn.log" &&
-   grep -q 'unwind_test_client: warning on request' "$out/warn.log"; then
+   grep -q 'WARNING: .*\[unwind_test_client\]' "$out/warn.log"; then
 	ok=1
 fi
 result $ok "a kernel WARNING fails the test (run-guest.sh: not ok) and vm-test.sh (exit $rc)" \
