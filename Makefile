@@ -3,7 +3,8 @@
 # Entry points (see README.md):
 #   make            build the module, the test client module and the test programs
 #   make check      host tests + build + the whole VM suite on the base kernel
-#   make check-debug  the VM suite on the debug kernel (lockdep, KASAN, kmemleak, ...)
+#   make check-debug  the same on the debug kernel (lockdep, KASAN, kmemleak, ...), full sizes
+#   make soak       the same on the base kernel with the full stress sizes
 #   make demo       build, boot, trace the bundled workload, leave a report and a flame graph
 #   make KDIR=/path/to/kernel/build   build against another 6.12 kernel built with CONFIG_RUST
 
@@ -19,8 +20,8 @@ KDIR ?= $(eval KDIR := $$(shell $(REPO)/scripts/kernel.sh $(FLAVOUR)))$(KDIR)
 KMAKE = $(MAKE) -C $(KDIR) LLVM=1
 OUT ?= $(REPO)/out
 
-.PHONY: all module client progs setup check check-debug check-host vm-test harness-selftest \
-	demo clean
+.PHONY: all module client progs setup check check-debug soak check-host vm-test \
+	harness-selftest demo clean
 
 all: module client progs
 
@@ -52,7 +53,10 @@ check:
 	@$(REPO)/scripts/check.sh base
 
 check-debug:
-	@$(REPO)/scripts/check.sh debug
+	@$(REPO)/scripts/check.sh debug --full
+
+soak:
+	@$(REPO)/scripts/check.sh base --full
 
 demo:
 	@$(REPO)/scripts/demo.sh

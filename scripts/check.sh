@@ -4,16 +4,31 @@
 # `make check` (base kernel) and `make check-debug` (debug kernel): every test, with the time
 # of each phase. Installs what is missing and builds the kernel when it is not cached.
 #
-#   scripts/check.sh base|debug
+#   scripts/check.sh base|debug [--full]
+#
+# The VM suite runs every test; the stress tests scale with UD_* sizes. By default they are
+# sized for a check of a few minutes under TCG; --full (`make soak`, `make check-debug`)
+# uses the sizes the issues ask for: 10^5 short-lived tasks, 200 load/unload cycles (100
+# plain + 100 with NMIs), 5000 NMIs.
 #
 # The last line is "check: N passed, N failed" over all phases (host tests, harness
 # self-test, VM suite); the exit status is non-zero if anything failed.
 set -uo pipefail
 
 flavour=${1:-base}
+if [ "${2:-}" = --full ]; then
+	export UD_MANY_TASKS=${UD_MANY_TASKS:-100000} UD_RELOAD_CYCLES=${UD_RELOAD_CYCLES:-100}
+	export UD_NMIS=${UD_NMIS:-5000} UD_TEST_TIMEOUT=${UD_TEST_TIMEOUT:-1200}
+	suffix=-full
+else
+	export UD_MANY_TASKS=${UD_MANY_TASKS:-10000} UD_RELOAD_CYCLES=${UD_RELOAD_CYCLES:-10}
+	export UD_NMIS=${UD_NMIS:-2000} UD_BENCH_N=${UD_BENCH_N:-200000}
+	export UD_BENCH_EVENTS=${UD_BENCH_EVENTS:-2000}
+	suffix=
+fi
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
-out=$REPO/out/check-$flavour
+out=$REPO/out/check-$flavour$suffix
 mkdir -p "$out"
 passed=0 failed=0 timings=()
 
@@ -63,6 +78,7 @@ if [ -x "$REPO/scripts/harness-selftest.sh" ]; then
 	phase harness-selftest "$REPO/scripts/harness-selftest.sh" --kernel "$kdir" || status=1
 	count harness-selftest
 fi
-phase vm-suite "$REPO/scripts/vm-test.sh" --kernel "$kdir" --timeout 2400 --out "$out/vm" || status=1
+echo "sizes: $(env | grep -E '^UD_' | sort | tr '\n' ' ')"
+phase vm-suite "$REPO/scripts/vm-test.sh" --kernel "$kdir" --timeout 5400 --out "$out/vm" || status=1
 count vm-suite
 finish $status

@@ -49,7 +49,15 @@ try:
     while True:
         if os.path.exists(request):
             try:
-                n = int(open(request).read().strip() or "0")
+                text = open(request).read().strip()
+            except OSError:
+                text = ""
+            if not text:
+                # Created but not written yet: read again shortly.
+                time.sleep(0.05)
+                continue
+            try:
+                n = int(text)
             except ValueError:
                 n = 0
             os.unlink(request)

@@ -39,6 +39,9 @@ qmp=$out/qmp.sock
 tests=()
 for t in "$@"; do tests+=("$(realpath "$t")"); done
 
+# The UD_* variables of the host (test sizes, verbosity) reach the guest's tests.
+guest_env=$(env | grep -E '^UD_[A-Z_]+=[A-Za-z0-9_./-]*$' | grep -v '^UD_OUT=' | tr '\n' ' ')
+
 python3 "$REPO/scripts/nmi-injector.py" "$qmp" "$out" >"$out/nmi-injector.log" 2>&1 &
 injector=$!
 trap 'kill $injector 2>/dev/null' EXIT
@@ -48,7 +51,7 @@ timeout --kill-after=15 "$timeout" \
 	vng --run "$image" --disable-kvm --user root --cpus "$cpus" --memory "$memory" \
 	--rwdir="$out" --qemu-opts="-qmp unix:$qmp,server=on,wait=off" \
 	--append "panic_on_warn=0 oops=panic panic=-1 nmi_watchdog=0" \
-	--exec "UD_VERBOSE=${UD_VERBOSE:-} UD_OUT=$out $REPO/tests/run-guest.sh ${tests[*]}" </dev/null 2>&1 | tee "$out/vm.log"
+	--exec "$guest_env UD_OUT=$out $REPO/tests/run-guest.sh ${tests[*]}" </dev/null 2>&1 | tee "$out/vm.log"
 rc=${PIPESTATUS[0]}
 
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/vm.log" | tail -1)

@@ -6,7 +6,8 @@
 #   run-guest.sh [TEST.tc ...]      (default: every tests/**/*.tc)
 #
 # Each test is a shell script with "# description:" and optional "# requires:" headers
-# (tracefs files relative to the tracing directory, or "module:NAME" / "program:NAME").
+# (tracefs files relative to the tracing directory, or "module:NAME" / "program:NAME"),
+# and an optional "# timeout: SECONDS" (default 300).
 # The runner loads the module before each test (so "requires" can name its files), runs the
 # test with the tracing directory as cwd and a timeout, then resets tracing, unloads the
 # modules and reads dmesg: any kernel warning, BUG, oops, lockdep, KASAN or kmemleak report
@@ -22,7 +23,7 @@ export UD_KO=${UD_KO:-$REPO/unwind_deferred.ko}
 export UD_CLIENT_KO=${UD_CLIENT_KO:-$REPO/tests/modules/unwind_test_client.ko}
 export UD_BIN=${UD_BIN:-$REPO/tests/bin}
 export UD_OUT=${UD_OUT:-/tmp}
-TEST_TIMEOUT=${UD_TEST_TIMEOUT:-300}
+TEST_TIMEOUT=300 # per test; a "# timeout: N" header or UD_TEST_TIMEOUT overrides it
 
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 mount -t debugfs nodev /sys/kernel/debug 2>/dev/null
@@ -92,9 +93,11 @@ for t in "${tests[@]}"; do
 	elif ! grep -q '^unwind_deferred ' /proc/modules && ! insmod "$UD_KO" >"$log" 2>&1; then
 		status=1
 	elif missing=$(check_requires "$t"); then
-		(cd $TRACING && timeout -k 5 "$TEST_TIMEOUT" bash -e "$t") >>"$log" 2>&1
+		limit=$(sed -n 's/^# timeout: *\([0-9]*\).*/\1/p' "$t" | head -1)
+		limit=${UD_TEST_TIMEOUT:-${limit:-$TEST_TIMEOUT}}
+		(cd $TRACING && timeout -k 5 "$limit" bash -e "$t") >>"$log" 2>&1
 		status=$?
-		[ $status = 124 ] && echo "timed out after ${TEST_TIMEOUT}s" >>"$log"
+		[ $status = 124 ] && echo "timed out after ${limit}s" >>"$log"
 	else
 		echo "requires $missing" >>"$log"
 		status=4
@@ -118,6 +121,7 @@ for t in "${tests[@]}"; do
 	if echo "$kmsg" | grep -Eq "$KERNEL_PROBLEM"; then
 		echo "kernel log reports a problem:" >>"$log"
 		echo "$kmsg" | grep -E -A 25 "$KERNEL_PROBLEM" | head -80 >>"$log"
+		echo "kernel log reports a problem (above)" >>"$log"
 		status=1
 	fi
 	secs=$(echo "$(date +%s.%N) - $start" | bc)
