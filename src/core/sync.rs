@@ -3,7 +3,7 @@
 //! model checker sees every access.
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 
 #[cfg(not(loom))]
-pub use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub use core::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};

@@ -28,7 +28,7 @@
 //!    after the last task work, e.g. from an NMI on the way out): then its task work runs
 //!    at the next return and the reset happens after it.
 
-use super::sync::{AtomicU64, AtomicUsize, Ordering};
+use super::sync::{fence, AtomicU64, AtomicUsize, Ordering};
 use super::work_bits::PENDING;
 
 /// Outcome of a request for one work.
@@ -63,13 +63,21 @@ impl TaskState {
     /// A task that never requested.
     #[cfg(not(loom))]
     pub const fn new() -> Self {
-        Self { mask: AtomicUsize::new(0), completed: AtomicUsize::new(0), cookie: AtomicU64::new(0) }
+        Self {
+            mask: AtomicUsize::new(0),
+            completed: AtomicUsize::new(0),
+            cookie: AtomicU64::new(0),
+        }
     }
 
     /// A task that never requested (loom's atomics have no `const fn new`).
     #[cfg(loom)]
     pub fn new() -> Self {
-        Self { mask: AtomicUsize::new(0), completed: AtomicUsize::new(0), cookie: AtomicU64::new(0) }
+        Self {
+            mask: AtomicUsize::new(0),
+            completed: AtomicUsize::new(0),
+            cookie: AtomicU64::new(0),
+        }
     }
 
     /// The cookie of this entry, assigning one with `new_cookie` if there is none yet.
@@ -81,7 +89,10 @@ impl TaskState {
         let candidate = new_cookie();
         // An NMI may have assigned one between the load and here: both then use the one
         // that got in first.
-        match self.cookie.compare_exchange(0, candidate, Ordering::AcqRel, Ordering::Acquire) {
+        match self
+            .cookie
+            .compare_exchange(0, candidate, Ordering::AcqRel, Ordering::Acquire)
+        {
             Ok(_) => candidate,
             Err(winner) => winner,
         }
@@ -104,6 +115,10 @@ impl TaskState {
             Request::Already
         } else {
             let old = self.mask.fetch_or(PENDING | bit, Ordering::AcqRel);
+            // Pairs with the fence in `reset_on_user_return`: of our mask update and the
+            // reset's cookie clearing, at least one sees the other (store-buffering
+            // pattern; free on x86, where the locked RMW is already a full barrier).
+            fence(Ordering::SeqCst);
             if old & bit != 0 {
                 // An interrupting request of the same work got in between.
                 Request::Already
@@ -126,7 +141,8 @@ impl TaskState {
     /// The caller saw [`Request::QueueTaskWork`] but could not queue the task work (the
     /// task is exiting): forget the request so that the state stays consistent.
     pub fn abort_queue(&self, bit: u32) {
-        self.mask.fetch_and(!(PENDING | (1usize << bit)), Ordering::AcqRel);
+        self.mask
+            .fetch_and(!(PENDING | (1usize << bit)), Ordering::AcqRel);
     }
 
     /// Start of the task work: takes the set of works to call back (work bits requested and
@@ -164,20 +180,26 @@ impl TaskState {
             if bits == 0 || bits & PENDING != 0 {
                 return false;
             }
-            match self.mask.compare_exchange_weak(bits, 0, Ordering::AcqRel, Ordering::Relaxed) {
+            match self
+                .mask
+                .compare_exchange_weak(bits, 0, Ordering::AcqRel, Ordering::Relaxed)
+            {
                 Ok(_) => break,
                 Err(now) => bits = now,
             }
         }
         self.completed.store(0, Ordering::Release);
         let old_cookie = self.cookie.swap(0, Ordering::AcqRel);
-        // Race: an NMI between the mask reset and the cookie swap found an empty mask, so it
-        // queued a task work, but it took the old cookie (still set then) for its event.
-        // Keep that cookie for the work it queued, unless a later NMI already assigned a
-        // fresh one (then that one is reported; two NMIs in this window cannot both keep
-        // their cookie, and the first one's stack is reported under the second's).
+        fence(Ordering::SeqCst); // see `request`
+                                 // Race: an NMI between the mask reset and the cookie swap found an empty mask, so it
+                                 // queued a task work, but it took the old cookie (still set then) for its event.
+                                 // Keep that cookie for the work it queued, unless a later NMI already assigned a
+                                 // fresh one (then that one is reported; two NMIs in this window cannot both keep
+                                 // their cookie, and the first one's stack is reported under the second's).
         if self.mask.load(Ordering::Acquire) != 0 {
-            let _ = self.cookie.compare_exchange(0, old_cookie, Ordering::AcqRel, Ordering::Relaxed);
+            let _ =
+                self.cookie
+                    .compare_exchange(0, old_cookie, Ordering::AcqRel, Ordering::Relaxed);
         }
         true
     }
