@@ -27,7 +27,10 @@ pub struct FileCache {
 impl FileCache {
     /// An empty cache at generation 0.
     pub const fn new() -> Self {
-        Self { generation: 0, entries: [Entry { hash: 0, uses: 0 }; CACHE_SLOTS] }
+        Self {
+            generation: 0,
+            entries: [Entry { hash: 0, uses: 0 }; CACHE_SLOTS],
+        }
     }
 
     /// Forgets every hash when `generation` differs from the one the cache was filled in
@@ -43,7 +46,8 @@ impl FileCache {
     /// Records a use of `hash` (a file hash, never 0); returns whether a `file_cache`
     /// event must be written before the stack that uses it.
     pub fn use_hash(&mut self, hash: u32) -> bool {
-        let slot = &mut self.entries[(hash as usize).wrapping_mul(0x9e37_79b9) >> 24 & (CACHE_SLOTS - 1)];
+        let slot =
+            &mut self.entries[(hash as usize).wrapping_mul(0x9e37_79b9) >> 24 & (CACHE_SLOTS - 1)];
         if slot.hash != hash {
             *slot = Entry { hash, uses: 1 };
             return true;

@@ -20,5 +20,6 @@ pub const fn fold_file_hash(hash: u64) -> u32 {
 /// Offset in the mapped file of `addr`, in a mapping that starts at `vm_start` and maps the
 /// file from page `pgoff`: `(addr - vm_start) + (pgoff << page_shift)`.
 pub const fn file_offset(addr: u64, vm_start: u64, pgoff: u64, page_shift: u32) -> u64 {
-    addr.wrapping_sub(vm_start).wrapping_add(pgoff << page_shift)
+    addr.wrapping_sub(vm_start)
+        .wrapping_add(pgoff << page_shift)
 }

@@ -37,13 +37,17 @@ impl Slot {
     /// A free slot.
     #[cfg(not(loom))]
     pub const fn new() -> Self {
-        Self { owner: AtomicUsize::new(FREE) }
+        Self {
+            owner: AtomicUsize::new(FREE),
+        }
     }
 
     /// A free slot.
     #[cfg(loom)]
     pub fn new() -> Self {
-        Self { owner: AtomicUsize::new(FREE) }
+        Self {
+            owner: AtomicUsize::new(FREE),
+        }
     }
 
     /// The key owning this slot, or [`FREE`].
@@ -178,7 +182,8 @@ impl<'a> TaskTable<'a> {
 
     /// Every slot currently owned by `key` (normally one).
     pub fn owned_by(&self, key: usize) -> impl Iterator<Item = usize> + '_ {
-        self.window(key).filter(move |&i| self.slots[i].owner() == key)
+        self.window(key)
+            .filter(move |&i| self.slots[i].owner() == key)
     }
 
     /// Number of owned slots (a debugfs counter; racy by nature).

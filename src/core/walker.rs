@@ -40,7 +40,12 @@ pub enum Stop {
 /// `out`, innermost first. Returns how many entries were written and why it stopped.
 ///
 /// `user_end` is the end of the user address space: frames must lie below it.
-pub fn walk(mem: &mut impl UserMemory, regs: UserRegs, user_end: u64, out: &mut [u64]) -> (usize, Stop) {
+pub fn walk(
+    mem: &mut impl UserMemory,
+    regs: UserRegs,
+    user_end: u64,
+    out: &mut [u64],
+) -> (usize, Stop) {
     if out.is_empty() {
         return (0, Stop::Full);
     }
@@ -62,8 +67,12 @@ pub fn walk(mem: &mut impl UserMemory, regs: UserRegs, user_end: u64, out: &mut 
         if n == out.len() {
             return (n, Stop::Full);
         }
-        let Some(next_fp) = mem.read_u64(fp) else { return (n, Stop::Fault) };
-        let Some(ret) = mem.read_u64(fp + 8) else { return (n, Stop::Fault) };
+        let Some(next_fp) = mem.read_u64(fp) else {
+            return (n, Stop::Fault);
+        };
+        let Some(ret) = mem.read_u64(fp + 8) else {
+            return (n, Stop::Fault);
+        };
         if ret == 0 {
             return (n, Stop::End);
         }

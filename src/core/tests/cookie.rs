@@ -24,7 +24,11 @@ fn counter_stays_odd_and_advances() {
         assert_eq!(c & 1, 1);
         assert!(seen.insert(c), "counter repeated before wrapping");
     }
-    assert_eq!(cookie::next_counter(u32::MAX), 1, "wraps to the first odd value");
+    assert_eq!(
+        cookie::next_counter(u32::MAX),
+        1,
+        "wraps to the first odd value"
+    );
 }
 
 #[test]

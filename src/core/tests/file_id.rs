@@ -15,6 +15,12 @@ fn folded_hash_avoids_reserved_values() {
 #[test]
 fn file_offset_is_relative_to_mapping_and_pgoff() {
     // Text mapped at 0x555555554000 from file page 1 (offset 0x1000).
-    assert_eq!(file_offset(0x5555_5555_5139, 0x5555_5555_5000, 1, 12), 0x1139);
-    assert_eq!(file_offset(0x7f00_0000_2010, 0x7f00_0000_0000, 0x28, 12), 0x2a010);
+    assert_eq!(
+        file_offset(0x5555_5555_5139, 0x5555_5555_5000, 1, 12),
+        0x1139
+    );
+    assert_eq!(
+        file_offset(0x7f00_0000_2010, 0x7f00_0000_0000, 0x28, 12),
+        0x2a010
+    );
 }

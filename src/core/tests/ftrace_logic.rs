@@ -9,7 +9,20 @@ fn option_accepts_exactly_zero_and_one() {
     assert_eq!(parse_bool_option(b"1"), Some(true));
     assert_eq!(parse_bool_option(b"0\n"), Some(false));
     assert_eq!(parse_bool_option(b"1\n"), Some(true));
-    for bad in [&b""[..], b"\n", b"2", b"10", b"01", b"y", b"on", b"1\n\n", b" 1", b"1 ", b"true", b"-1"] {
+    for bad in [
+        &b""[..],
+        b"\n",
+        b"2",
+        b"10",
+        b"01",
+        b"y",
+        b"on",
+        b"1\n\n",
+        b" 1",
+        b"1 ",
+        b"true",
+        b"-1",
+    ] {
         assert_eq!(parse_bool_option(bad), None, "{:?}", bad);
     }
 }

@@ -98,10 +98,18 @@ fn request_vs_nmi_request_vs_task_work() {
         assert_eq!(c1, c2, "one cookie per entry");
         assert_ne!(c1, 0);
         for b in [1usize, 2] {
-            assert_eq!(w.calls[b].load(Ordering::Acquire), 1, "work {b} called once");
+            assert_eq!(
+                w.calls[b].load(Ordering::Acquire),
+                1,
+                "work {b} called once"
+            );
             assert_eq!(w.seen_cookie[b].load(Ordering::Acquire) as u64, c1);
         }
-        assert_eq!(w.calls[3].load(Ordering::Acquire), 0, "no callback without request");
+        assert_eq!(
+            w.calls[3].load(Ordering::Acquire),
+            0,
+            "no callback without request"
+        );
         assert!(!w.state.is_pending());
     });
 }
@@ -146,7 +154,11 @@ fn late_request_vs_reset() {
         let _ = reset.join().unwrap();
         w.drain();
         assert_eq!(r, 0);
-        assert_eq!(w.calls[2].load(Ordering::Acquire), 1, "the late request is served");
+        assert_eq!(
+            w.calls[2].load(Ordering::Acquire),
+            1,
+            "the late request is served"
+        );
         assert_eq!(
             w.seen_cookie[2].load(Ordering::Acquire) as u64,
             c,

@@ -24,7 +24,11 @@ fn two_works_one_entry_one_task_work_same_cookie() {
     let (r, c1) = s.request(1, || 0x101);
     assert_eq!(r, Request::QueueTaskWork);
     let (r, c2) = s.request(2, || unreachable!("cookie already assigned"));
-    assert_eq!(r, Request::Queued, "second work rides on the queued task work");
+    assert_eq!(
+        r,
+        Request::Queued,
+        "second work rides on the queued task work"
+    );
     assert_eq!(c1, c2);
     assert_eq!(req(&s, 1), Request::Already);
     assert_eq!(task_work(&s), vec![1, 2]);
@@ -60,7 +64,10 @@ fn reset_waits_for_pending_task_work() {
     let s = TaskState::new();
     let (r, c) = s.request(1, || 9);
     assert_eq!(r, Request::QueueTaskWork);
-    assert!(!s.reset_on_user_return(), "pending task work keeps the entry's state");
+    assert!(
+        !s.reset_on_user_return(),
+        "pending task work keeps the entry's state"
+    );
     assert_eq!(s.current_cookie(), c);
     assert_eq!(task_work(&s), vec![1]);
     assert!(s.reset_on_user_return());
@@ -82,7 +89,11 @@ fn cancel_removes_the_bit_everywhere() {
     s.cancel(2);
     assert_eq!(task_work(&s), vec![1], "cancelled work is not called back");
     s.cancel(1);
-    assert_eq!(req(&s, 1), Request::QueueTaskWork, "bit reusable after cancel");
+    assert_eq!(
+        req(&s, 1),
+        Request::QueueTaskWork,
+        "bit reusable after cancel"
+    );
 }
 
 #[test]

@@ -105,7 +105,9 @@ fn nested_insertions_agree_on_one_slot() {
                         let now = step.get();
                         step.set(now + 1);
                         if now == nmi1_at || Some(now) == nmi2_at {
-                            nmi_results.borrow_mut().push(t.find_or_insert(KEY).unwrap());
+                            nmi_results
+                                .borrow_mut()
+                                .push(t.find_or_insert(KEY).unwrap());
                         }
                         if now == release_at {
                             if let Some((i, k)) = victim {

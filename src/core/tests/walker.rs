@@ -31,7 +31,15 @@ fn chain(depth: usize) -> (Mem, UserRegs, Vec<u64>) {
         expected.push(ret);
         fp = next;
     }
-    (mem, UserRegs { ip: 0x40_1000, sp, fp: first_fp }, expected)
+    (
+        mem,
+        UserRegs {
+            ip: 0x40_1000,
+            sp,
+            fp: first_fp,
+        },
+        expected,
+    )
 }
 
 #[test]
@@ -101,13 +109,21 @@ fn rejects_loops_misalignment_and_out_of_bounds() {
 #[test]
 fn no_frame_pointer_gives_just_the_ip() {
     let mut mem = Mem::default();
-    let regs = UserRegs { ip: 0x40_1000, sp: 0x7ffd_0000_0000, fp: 0 };
+    let regs = UserRegs {
+        ip: 0x40_1000,
+        sp: 0x7ffd_0000_0000,
+        fp: 0,
+    };
     let mut out = [0u64; 8];
     assert_eq!(walk(&mut mem, regs, USER_END, &mut out), (1, Stop::End));
     assert_eq!(out[0], 0x40_1000);
     assert_eq!(mem.1, 0, "nothing read");
     // A kernel or null IP is not a user stack at all.
-    let regs = UserRegs { ip: 0, sp: 0, fp: 0 };
+    let regs = UserRegs {
+        ip: 0,
+        sp: 0,
+        fp: 0,
+    };
     assert_eq!(walk(&mut mem, regs, USER_END, &mut out), (0, Stop::Invalid));
 }
 
@@ -133,7 +149,11 @@ fn random_memory_never_loops_or_overflows() {
             };
             mem.0.insert(sp + i * 8, v);
         }
-        let regs = UserRegs { ip: rnd() % USER_END + 1, sp, fp: sp + (rnd() % 0x200) };
+        let regs = UserRegs {
+            ip: rnd() % USER_END + 1,
+            sp,
+            fp: sp + (rnd() % 0x200),
+        };
         let mut out = [0u64; 32];
         let (n, _) = walk(&mut mem, regs, USER_END, &mut out);
         assert!(n <= out.len());

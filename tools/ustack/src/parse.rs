@@ -233,7 +233,9 @@ pub fn field<'a>(body: &'a str, key: &str) -> Option<&'a str> {
                 loop {
                     let rest = &v[end..];
                     let word_start = end + (rest.len() - rest.trim_start().len());
-                    let word_len = v[word_start..].find(char::is_whitespace).unwrap_or(v.len() - word_start);
+                    let word_len = v[word_start..]
+                        .find(char::is_whitespace)
+                        .unwrap_or(v.len() - word_start);
                     let word = &v[word_start..word_start + word_len];
                     if word.is_empty() || word.contains('=') || parse_num(word).is_none() {
                         break;
