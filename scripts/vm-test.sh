@@ -33,6 +33,7 @@ done
 image=$kdir/arch/x86/boot/bzImage
 [ -e "$image" ] || { echo "vm-test: no kernel image at $image" >&2; exit 2; }
 
+out=$(realpath -m "$out") # the guest needs an absolute path
 rm -rf "$out"
 mkdir -p "$out"
 qmp=$out/qmp.sock
