@@ -60,8 +60,6 @@ bool ud_current_has_mm(void);
 ud_u64 ud_user_end(void);
 /* Reads 8 bytes of current's user memory, faulting pages in. Task context only. */
 bool ud_read_user_u64(ud_u64 addr, ud_u64 *val);
-/* Pid of a task (for messages). */
-int ud_task_pid(struct task_struct *task);
 
 /* --- task_work ------------------------------------------------------------------------ */
 

@@ -71,6 +71,16 @@ struct ud_instance {
 };
 
 static struct ud_instance __rcu *ud_instances[UD_MAX_INSTANCES];
+/* Slots ever used (only grows, under trace_types_lock): scans on the event path stop there. */
+static int ud_instance_slots;
+
+/*
+ * Every published instance, as (slot, instance). Readers are kprobe handlers (preemption
+ * off: our RCU-sched read side) or hold rcu_read_lock_sched() or trace_types_lock.
+ */
+#define for_each_published_instance(i, inst)					\
+	for ((i) = 0; (i) < READ_ONCE(ud_instance_slots); (i)++)		\
+		if (((inst) = rcu_dereference_sched(ud_instances[i])))
 static siphash_key_t ud_file_key;
 static struct workqueue_struct *ud_wq;
 static atomic_t ud_creations_in_flight = ATOMIC_INIT(0);
@@ -95,14 +105,12 @@ static struct {
 /* Kprobe handlers: preemption is off, which is our RCU read side. */
 static struct ud_instance *ud_find_instance(const struct trace_array *tr)
 {
+	struct ud_instance *inst;
 	int i;
 
-	for (i = 0; i < UD_MAX_INSTANCES; i++) {
-		struct ud_instance *inst = rcu_dereference_sched(ud_instances[i]);
-
-		if (inst && READ_ONCE(inst->tr) == tr)
+	for_each_published_instance(i, inst)
+		if (READ_ONCE(inst->tr) == tr)
 			return inst;
-	}
 	return NULL;
 }
 
@@ -515,13 +523,11 @@ static void ud_instance_put(struct ud_instance *inst);
  */
 static int ud_option_open(struct inode *inode, struct file *filp)
 {
-	struct ud_instance *inst = NULL;
+	struct ud_instance *inst = NULL, *cand;
 	int i;
 
 	rcu_read_lock_sched();
-	for (i = 0; i < UD_MAX_INSTANCES; i++) {
-		struct ud_instance *cand = rcu_dereference_sched(ud_instances[i]);
-
+	for_each_published_instance(i, cand) {
 		if (cand == inode->i_private && refcount_inc_not_zero(&cand->refs)) {
 			inst = cand;
 			break;
@@ -674,6 +680,8 @@ static int ud_add_instance(struct trace_array *tr)
 		goto free;
 	}
 	rcu_assign_pointer(ud_instances[slot], inst);
+	if (slot >= ud_instance_slots)
+		WRITE_ONCE(ud_instance_slots, slot + 1);
 	return 0;
 free:
 	ud_rs_file_cache_free(inst->file_cache);
@@ -700,14 +708,12 @@ static void ud_drop_instance(int slot, bool remove_file)
 static int ud_del_tracer_pre(struct kprobe *p, struct pt_regs *regs)
 {
 	struct trace_array *tr = (void *)regs_get_kernel_argument(regs, 0);
+	struct ud_instance *inst;
 	int i;
 
-	for (i = 0; i < UD_MAX_INSTANCES; i++) {
-		struct ud_instance *inst = rcu_dereference_sched(ud_instances[i]);
-
-		if (inst && inst->tr == tr)
+	for_each_published_instance(i, inst)
+		if (inst->tr == tr)
 			ud_drop_instance(i, false);
-	}
 	return 0;
 }
 
@@ -771,12 +777,12 @@ static int ud_create_dir_pre(struct kprobe *p, struct pt_regs *regs)
  */
 static struct ud_instance *ud_find_by_buffer(const struct trace_buffer *buffer)
 {
+	struct ud_instance *inst;
+	struct trace_array *tr;
 	int i;
 
-	for (i = 0; i < UD_MAX_INSTANCES; i++) {
-		struct ud_instance *inst = rcu_dereference_sched(ud_instances[i]);
-		struct trace_array *tr = inst ? READ_ONCE(inst->tr) : NULL;
-
+	for_each_published_instance(i, inst) {
+		tr = READ_ONCE(inst->tr);
 		if (tr && READ_ONCE(tr->array_buffer.buffer) == buffer)
 			return inst;
 	}
@@ -887,7 +893,7 @@ void ud_ftrace_exit_instances(void)
 
 	/* Holding trace_types_lock: no instance is being created or removed meanwhile. */
 	mutex_lock(ud_trace_types_lock);
-	for (i = 0; i < UD_MAX_INSTANCES; i++) {
+	for (i = 0; i < ud_instance_slots; i++) {
 		if (rcu_access_pointer(ud_instances[i]))
 			ud_drop_instance(i, true);
 	}
