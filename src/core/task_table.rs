@@ -13,6 +13,9 @@
 //! Probing is linear over a window of [`PROBE_WINDOW`] slots from the key's hash. A lookup
 //! scans the whole window (released slots leave holes, so it cannot stop at the first free
 //! one); the *canonical* slot of a key is the first one in probe order that it owns.
+//! So that looking up a task that has no slot (the common case on the return-to-user path,
+//! which runs for every task) costs one load instead of a window scan, each slot also counts
+//! the keys *homed* there (whose window starts at it) that own a slot: zero means absent.
 //! `tests/task_table.rs` checks every nesting of two insertions and a remote release.
 
 use super::sync::{AtomicUsize, Ordering};
@@ -27,10 +30,16 @@ pub const FREE: usize = 0;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableFull;
 
-/// One slot's ownership word.
+/// One slot's ownership word, and the count of keys homed at this slot that own a slot.
+///
+/// # Invariants
+///
+/// `homed` ≥ the number of slots owned by keys whose home is this slot: it is raised before
+/// a claim and lowered after a release, so a lookup that reads 0 may skip the scan.
 #[derive(Debug)]
 pub struct Slot {
     owner: AtomicUsize,
+    homed: AtomicUsize,
 }
 
 impl Slot {
@@ -39,6 +48,7 @@ impl Slot {
     pub const fn new() -> Self {
         Self {
             owner: AtomicUsize::new(FREE),
+            homed: AtomicUsize::new(0),
         }
     }
 
@@ -47,6 +57,7 @@ impl Slot {
     pub fn new() -> Self {
         Self {
             owner: AtomicUsize::new(FREE),
+            homed: AtomicUsize::new(0),
         }
     }
 
@@ -95,12 +106,18 @@ impl<'a> TaskTable<'a> {
         Some(Self { slots })
     }
 
+    /// The first slot of `key`'s window.
+    fn home(&self, key: usize) -> usize {
+        // Task structs are cache-line aligned: drop the low bits, then a Fibonacci hash.
+        ((key as u64 >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize
+            & (self.slots.len() - 1)
+    }
+
     /// Slot indices of `key`'s window, in probe order.
     fn window(&self, key: usize) -> impl Iterator<Item = usize> {
-        // Task structs are cache-line aligned: drop the low bits, then a Fibonacci hash.
-        let hash = ((key as u64 >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize;
+        let home = self.home(key);
         let mask = self.slots.len() - 1;
-        (0..PROBE_WINDOW).map(move |i| (hash + i) & mask)
+        (0..PROBE_WINDOW).map(move |i| (home + i) & mask)
     }
 
     /// The canonical slot of `key`, if it has one.
@@ -109,6 +126,11 @@ impl<'a> TaskTable<'a> {
     }
 
     fn find_hooked(&self, key: usize, hook: &mut impl Interleave) -> Option<usize> {
+        let homed = self.slots[self.home(key)].homed.load(Ordering::Acquire);
+        hook.step();
+        if homed == 0 {
+            return None;
+        }
         for i in self.window(key) {
             let owner = self.slots[i].owner();
             hook.step();
@@ -147,12 +169,18 @@ impl<'a> TaskTable<'a> {
                 }
             }
             let claim = free.ok_or(TableFull)?;
+            let homed = &self.slots[self.home(key)].homed;
+            // Raised before the claim, so that no lookup can skip a slot we own.
+            homed.fetch_add(1, Ordering::AcqRel);
+            hook.step();
             let claimed = self.slots[claim]
                 .owner
                 .compare_exchange(FREE, key, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok();
             hook.step();
             if !claimed {
+                homed.fetch_sub(1, Ordering::AcqRel);
+                hook.step();
                 continue;
             }
             // Race: an IRQ or NMI that ran between our lookup and our claim may have
@@ -164,6 +192,7 @@ impl<'a> TaskTable<'a> {
             let canonical = self.find_hooked(key, hook).unwrap_or(claim);
             if canonical != claim {
                 self.slots[claim].owner.store(FREE, Ordering::Release);
+                homed.fetch_sub(1, Ordering::AcqRel);
                 hook.step();
             }
             return Ok(canonical);
@@ -174,10 +203,16 @@ impl<'a> TaskTable<'a> {
     /// Gives `slot` back. The caller has reset the slot's payload and owns `key`'s slot:
     /// nobody can look `key` up any more (its task is dead).
     pub fn release(&self, slot: usize, key: usize) -> bool {
-        self.slots[slot]
+        let released = self.slots[slot]
             .owner
             .compare_exchange(key, FREE, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
+            .is_ok();
+        if released {
+            self.slots[self.home(key)]
+                .homed
+                .fetch_sub(1, Ordering::AcqRel);
+        }
+        released
     }
 
     /// Every slot currently owned by `key` (normally one).
