@@ -3,12 +3,16 @@
 //!
 //! Rule (Documentation/trace-events.rst): the first time a hash is used in a stack after
 //! the cache was reset, and again every [`REMINDER_EVERY`]th use, so that a reader never has
-//! to look far back. Memory is bounded: a direct-mapped table of [`CACHE_SLOTS`] entries; a
-//! hash that loses its slot to another is simply announced again when it comes back, which
-//! keeps the rule ("a hash means the file of the most recent file_cache carrying it") true.
+//! to look far back. Memory is bounded: [`CACHE_SLOTS`] entries in sets of [`WAYS`]; a hash
+//! that loses its entry to another is simply announced again when it comes back, which keeps
+//! the rule ("a hash means the file of the most recent file_cache carrying it") true. Sets
+//! rather than a direct-mapped table, so that two hot files (a program and its libc) do not
+//! evict each other at every stack when their hashes happen to share a slot.
 
 /// Entries in one instance's cache.
 pub const CACHE_SLOTS: usize = 256;
+/// Entries per set.
+pub const WAYS: usize = 4;
 /// A hash is announced again after this many uses.
 pub const REMINDER_EVERY: u32 = 256;
 
@@ -46,12 +50,17 @@ impl FileCache {
     /// Records a use of `hash` (a file hash, never 0); returns whether a `file_cache`
     /// event must be written before the stack that uses it.
     pub fn use_hash(&mut self, hash: u32) -> bool {
-        let slot =
-            &mut self.entries[(hash as usize).wrapping_mul(0x9e37_79b9) >> 24 & (CACHE_SLOTS - 1)];
-        if slot.hash != hash {
-            *slot = Entry { hash, uses: 1 };
+        let set = set_of(hash) * WAYS;
+        let ways = &mut self.entries[set..set + WAYS];
+        let Some(slot) = ways.iter_mut().find(|e| e.hash == hash) else {
+            // Not announced (or evicted): take a free entry, else the least used one.
+            let victim = ways
+                .iter_mut()
+                .min_by_key(|e| (e.hash != 0, e.uses))
+                .unwrap();
+            *victim = Entry { hash, uses: 1 };
             return true;
-        }
+        };
         slot.uses += 1;
         if slot.uses > REMINDER_EVERY {
             slot.uses = 1;
@@ -59,6 +68,11 @@ impl FileCache {
         }
         false
     }
+}
+
+/// The set of `hash` (exposed for tests).
+pub const fn set_of(hash: u32) -> usize {
+    (hash as usize).wrapping_mul(0x9e37_79b9) >> 24 & (CACHE_SLOTS / WAYS - 1)
 }
 
 impl Default for FileCache {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #![cfg(not(loom))]
-use unwind_core::file_cache::{FileCache, REMINDER_EVERY};
+use unwind_core::file_cache::{set_of, FileCache, REMINDER_EVERY, WAYS};
 use unwind_core::option::parse_bool_option;
 
 #[test]
@@ -55,11 +55,32 @@ fn reset_generation_announces_again() {
 #[test]
 fn evicted_hash_is_announced_again() {
     let mut c = FileCache::new();
-    // Find two hashes sharing a slot.
+    // WAYS + 1 hashes sharing a set: the first is evicted by the last.
+    let same_set: Vec<u32> = (1u32..)
+        .filter(|&h| set_of(h) == set_of(5))
+        .take(WAYS + 1)
+        .collect();
+    for &h in &same_set {
+        assert!(c.use_hash(h));
+    }
+    assert!(
+        c.use_hash(same_set[0]),
+        "evicted by the fifth hash of its set: must be announced again"
+    );
+}
+
+#[test]
+fn hashes_sharing_a_set_do_not_evict_each_other() {
+    let mut c = FileCache::new();
     let a = 5u32;
-    let slot = |h: u32| (h as usize).wrapping_mul(0x9e37_79b9) >> 24 & 255;
-    let b = (6u32..).find(|&h| slot(h) == slot(a)).unwrap();
+    let b = (6u32..).find(|&h| set_of(h) == set_of(a)).unwrap();
     assert!(c.use_hash(a));
     assert!(c.use_hash(b));
-    assert!(c.use_hash(a), "a was evicted by b: must be announced again");
+    for _ in 0..10 {
+        assert!(
+            !c.use_hash(a),
+            "a program and its libc alternate without re-announcing"
+        );
+        assert!(!c.use_hash(b));
+    }
 }
