@@ -157,6 +157,15 @@ static bool ud_write_cookie(struct trace_buffer *buffer, u64 cookie, unsigned in
 	return true;
 }
 
+/* Fills the __data_loc field @loc of @entry with @len bytes of @src at @off; returns the
+ * offset of the next dynamic field. */
+static size_t ud_put_dynamic(void *entry, u32 *loc, size_t off, const void *src, size_t len)
+{
+	*loc = off | (len << 16);
+	memcpy(entry + off, src, len);
+	return off + len;
+}
+
 static bool ud_write_file(struct trace_buffer *buffer, u32 hash, const char *path,
 			  const char *build_id, unsigned int trace_ctx)
 {
@@ -169,10 +178,8 @@ static bool ud_write_file(struct trace_buffer *buffer, u32 hash, const char *pat
 	if (!entry)
 		return false;
 	entry->hash = hash;
-	entry->__data_loc_path = off | (plen << 16);
-	memcpy((char *)entry + off, path, plen);
-	entry->__data_loc_build_id = (off + plen) | (blen << 16);
-	memcpy((char *)entry + off + plen, build_id, blen);
+	off = ud_put_dynamic(entry, &entry->__data_loc_path, off, path, plen);
+	ud_put_dynamic(entry, &entry->__data_loc_build_id, off, build_id, blen);
 	ring_buffer_unlock_commit(buffer);
 	return true;
 }
@@ -197,10 +204,8 @@ static bool ud_write_stack(struct trace_buffer *buffer, u64 cookie, const u64 *o
 	if (!entry)
 		return false;
 	entry->cookie = cookie;
-	entry->__data_loc_offsets = off | (olen << 16);
-	memcpy((char *)entry + off, offsets, olen);
-	entry->__data_loc_hashes = (off + olen) | (hlen << 16);
-	memcpy((char *)entry + off + olen, hashes, hlen);
+	off = ud_put_dynamic(entry, &entry->__data_loc_offsets, off, offsets, olen);
+	ud_put_dynamic(entry, &entry->__data_loc_hashes, off, hashes, hlen);
 	ring_buffer_unlock_commit(buffer);
 	return true;
 }
