@@ -11,6 +11,9 @@
  *             request_kthread K         request from a kernel thread (a kworker)
  *             cb_request A B            once: the next callback of A requests A and B
  *             nmi K [TGID] | nmi off    request for K from the NMI handler (user tasks)
+ *             exit_request K [COMM] | exit_request off
+ *                                       request for K at do_exit() of every user task
+ *                                       (named COMM): the request is pending at exit
  *             quiet 0|1                 stop/resume logging callbacks (they are counted)
  *             bench K N                 time N requests against N bare tracepoint hits
  *             bench_first K             time the first request of this entry (queues)
@@ -25,6 +28,7 @@
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/kernel.h>
+#include <linux/kprobes.h>
 #include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -53,6 +57,7 @@ static struct unwind_work works[NR_SLOTS];
 static bool inited[NR_SLOTS];		/* under ctl_mutex */
 static DEFINE_MUTEX(ctl_mutex);		/* init and cancel */
 static atomic_long_t cb_count[NR_SLOTS];
+static atomic_long_t cb_empty[NR_SLOTS];	/* callbacks with an empty trace */
 static bool quiet;
 
 /* One-shot re-request from a callback: when work cb_req_a calls back, request a and b. */
@@ -164,6 +169,8 @@ static void client_callback(struct unwind_work *work, struct unwind_stacktrace *
 	int k = slot_of(work);
 
 	atomic_long_inc(&cb_count[k]);
+	if (!trace->nr)
+		atomic_long_inc(&cb_empty[k]);
 	if (!READ_ONCE(quiet))
 		log_stack(k, trace, cookie);
 	if (atomic_cmpxchg(&cb_req_a, k, -1) == k) {
@@ -277,6 +284,63 @@ static int nmi_show(struct seq_file *m, void *v)
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(nmi);
+
+/*
+ * --- Exit: requests from do_exit() -------------------------------------------------------
+ *
+ * A kprobe on do_exit() requests before exit_signals() sets PF_EXITING, so the task work is
+ * still pending when the task exits: exit_task_work() runs it after exit_mm().
+ */
+static atomic_t exit_work = ATOMIC_INIT(-1);
+static char exit_comm[TASK_COMM_LEN];	/* written under ctl_mutex while exit_work < 0 */
+static atomic_long_t exit_ok, exit_err;	/* requests at exit: returned 0 / anything else */
+static bool exit_probe_on;		/* under ctl_mutex */
+
+static int exit_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	int k = atomic_read(&exit_work);
+	u64 cookie;
+	int ret;
+
+	if (k < 0 || (current->flags & PF_KTHREAD))
+		return 0;
+	/* Pairs with the release in exit_request(): exit_comm is complete. */
+	smp_rmb();
+	if (exit_comm[0] && strncmp(current->comm, exit_comm, TASK_COMM_LEN))
+		return 0;
+	ret = unwind_deferred_request(&works[k], &cookie);
+	atomic_long_inc(ret ? &exit_err : &exit_ok);
+	if (!READ_ONCE(quiet))
+		log_printf("req work=%d pid=%d ret=%d cookie=0x%llx from=exit\n", k,
+			   task_pid_nr(current), ret, cookie);
+	return 0;
+}
+
+static struct kprobe exit_kprobe = {
+	.symbol_name	= "do_exit",
+	.pre_handler	= exit_pre,
+};
+
+static int exit_request(int k, const char *comm)
+{
+	int ret = 0;
+
+	mutex_lock(&ctl_mutex);
+	atomic_set(&exit_work, -1);
+	if (k >= 0 && !exit_probe_on) {
+		ret = register_kprobe(&exit_kprobe);
+		exit_probe_on = !ret;
+	}
+	if (!ret && k >= 0) {
+		/* Handlers that saw the old work may still read exit_comm: wait for them. */
+		synchronize_rcu();
+		strscpy(exit_comm, comm ?: "", sizeof(exit_comm));
+		smp_wmb();
+		atomic_set(&exit_work, k);
+	}
+	mutex_unlock(&ctl_mutex);
+	return ret;
+}
 
 /* --- Benchmark: request path against a bare tracepoint hit ------------------------------ */
 
@@ -410,6 +474,12 @@ static int run_command(char *line)
 			return -EINVAL;
 		atomic_set(&nmi_tgid, argc == 3 ? b : 0);
 		atomic_set(&nmi_work, k);
+	} else if (!strcmp(argv[0], "exit_request") && argc >= 2) {
+		if (!strcmp(argv[1], "off"))
+			return exit_request(-1, NULL);
+		if (parse_slot(argv[1], &k))
+			return -EINVAL;
+		return exit_request(k, argc == 3 ? argv[2] : NULL);
 	} else if (!strcmp(argv[0], "quiet") && argc == 2) {
 		if (kstrtoint(argv[1], 0, &b))
 			return -EINVAL;
@@ -428,8 +498,12 @@ static int run_command(char *line)
 		log_buf[0] = '\0';
 		log_dropped = 0;
 		spin_unlock_irq(&log_lock);
-		for (k = 0; k < NR_SLOTS; k++)
+		for (k = 0; k < NR_SLOTS; k++) {
 			atomic_long_set(&cb_count[k], 0);
+			atomic_long_set(&cb_empty[k], 0);
+		}
+		atomic_long_set(&exit_ok, 0);
+		atomic_long_set(&exit_err, 0);
 		/* Only while no NMI records: "nmi off" first. */
 		if (atomic_read(&nmi_work) < 0) {
 			memset(nmi_ring, 0, NMI_RING_SIZE * sizeof(*nmi_ring));
@@ -474,13 +548,16 @@ static int status_show(struct seq_file *m, void *v)
 
 	for (k = 0; k < NR_SLOTS; k++)
 		if (inited[k] || atomic_long_read(&cb_count[k]))
-			seq_printf(m, "callbacks %d %ld bit=%d\n", k,
-				   atomic_long_read(&cb_count[k]), READ_ONCE(works[k].bit));
+			seq_printf(m, "callbacks %d %ld bit=%d empty=%ld\n", k,
+				   atomic_long_read(&cb_count[k]), READ_ONCE(works[k].bit),
+				   atomic_long_read(&cb_empty[k]));
 	seq_printf(m, "log_len %zu\nlog_dropped %lu\n", READ_ONCE(log_len),
 		   READ_ONCE(log_dropped));
 	seq_printf(m, "nmi_hits %ld\nnmi_user %ld\nnmi_records %ld\n",
 		   atomic_long_read(&nmi_hits), atomic_long_read(&nmi_user),
 		   atomic_long_read(&nmi_next));
+	seq_printf(m, "exit_requests_ok %ld\nexit_requests_err %ld\n",
+		   atomic_long_read(&exit_ok), atomic_long_read(&exit_err));
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(status);
@@ -521,6 +598,9 @@ static void __exit client_exit(void)
 
 	debugfs_remove_recursive(dir);
 	atomic_set(&nmi_work, -1);
+	atomic_set(&exit_work, -1);
+	if (exit_probe_on)
+		unregister_kprobe(&exit_kprobe);	/* waits for running handlers */
 	/* Waits for running handlers. */
 	unregister_nmi_handler(NMI_LOCAL, "unwind_test");
 	/* Callbacks may run until each cancel returns; they use the log. */
