@@ -58,8 +58,11 @@ void ud_current_user_regs(ud_u64 *ip, ud_u64 *sp, ud_u64 *fp);
 bool ud_current_has_mm(void);
 /* End of the user address space (TASK_SIZE_MAX). */
 ud_u64 ud_user_end(void);
-/* Reads 8 bytes of current's user memory, faulting pages in. Task context only. */
-bool ud_read_user_u64(ud_u64 addr, ud_u64 *val);
+/*
+ * Reads the two words of current's user memory at @addr (a frame record: next frame
+ * pointer, return address) into @words, faulting pages in. Task context only.
+ */
+bool ud_read_user_frame(ud_u64 addr, ud_u64 *words);
 
 /* --- task_work ------------------------------------------------------------------------ */
 

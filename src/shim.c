@@ -97,10 +97,26 @@ void ud_current_user_regs(ud_u64 *ip, ud_u64 *sp, ud_u64 *fp)
 	*fp = regs->bp;
 }
 
-bool ud_read_user_u64(ud_u64 addr, ud_u64 *val)
+bool ud_read_user_frame(ud_u64 addr, ud_u64 *words)
 {
+	const u64 __user *frame = (const u64 __user *)(unsigned long)addr;
+
+	/*
+	 * One user-access section for both words, as get_user() twice would open two:
+	 * copy_from_user()'s checks and copy loop cost more than the 16 bytes. A fault is
+	 * handled (and may sleep) as for get_user(); the section's AC flag is restored with
+	 * the registers when the fault returns.
+	 */
 	might_fault();
-	return !copy_from_user(val, (const void __user *)(unsigned long)addr, sizeof(*val));
+	if (!user_access_begin(frame, 2 * sizeof(u64)))
+		return false;
+	unsafe_get_user(words[0], &frame[0], efault);
+	unsafe_get_user(words[1], &frame[1], efault);
+	user_access_end();
+	return true;
+efault:
+	user_access_end();
+	return false;
 }
 
 /* --- task_work ------------------------------------------------------------------------ */

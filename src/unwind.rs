@@ -31,11 +31,11 @@ const _: () = assert!(core::mem::size_of::<StackCache>() == 4096);
 struct CurrentUserMemory;
 
 impl UserMemory for CurrentUserMemory {
-    fn read_u64(&mut self, addr: u64) -> Option<u64> {
-        let mut value = 0;
-        // SAFETY: task context (the task work), reading current's user memory into a
-        // local; copy_from_user() validates the address.
-        unsafe { ffi::ud_read_user_u64(addr, &mut value) }.then_some(value)
+    fn read_frame(&mut self, fp: u64) -> Option<[u64; 2]> {
+        let mut words = [0u64; 2];
+        // SAFETY: task context (the task work); `words` is valid for two words of writes;
+        // user_access_begin() validates the user range.
+        unsafe { ffi::ud_read_user_frame(fp, words.as_mut_ptr()) }.then_some(words)
     }
 }
 

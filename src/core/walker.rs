@@ -8,8 +8,10 @@
 
 /// Reads user memory. The module's implementation faults pages in (task context).
 pub trait UserMemory {
-    /// The 8-byte word at `addr`, or `None` if it cannot be read.
-    fn read_u64(&mut self, addr: u64) -> Option<u64>;
+    /// The frame record at the 8-byte aligned `fp`: `[next fp, return address]`, or `None`
+    /// if either word cannot be read. The walker reads one record per frame, so a reader
+    /// fetches both words at once (the module: one user-access section).
+    fn read_frame(&mut self, fp: u64) -> Option<[u64; 2]>;
 }
 
 /// The user registers saved at kernel entry that the walk starts from.
@@ -67,10 +69,7 @@ pub fn walk(
         if n == out.len() {
             return (n, Stop::Full);
         }
-        let Some(next_fp) = mem.read_u64(fp) else {
-            return (n, Stop::Fault);
-        };
-        let Some(ret) = mem.read_u64(fp + 8) else {
+        let Some([next_fp, ret]) = mem.read_frame(fp) else {
             return (n, Stop::Fault);
         };
         if ret == 0 {

@@ -5,14 +5,14 @@ use unwind_core::walker::{walk, Stop, UserMemory, UserRegs};
 
 const USER_END: u64 = 0x7fff_ffff_f000;
 
-/// A fake user stack: word-addressed memory with optional holes.
+/// A fake user stack: word-addressed memory with optional holes; counts frame reads.
 #[derive(Default)]
 struct Mem(HashMap<u64, u64>, usize);
 
 impl UserMemory for Mem {
-    fn read_u64(&mut self, addr: u64) -> Option<u64> {
+    fn read_frame(&mut self, fp: u64) -> Option<[u64; 2]> {
         self.1 += 1;
-        self.0.get(&addr).copied()
+        Some([*self.0.get(&fp)?, *self.0.get(&(fp + 8))?])
     }
 }
 
@@ -157,6 +157,16 @@ fn random_memory_never_loops_or_overflows() {
         let mut out = [0u64; 32];
         let (n, _) = walk(&mut mem, regs, USER_END, &mut out);
         assert!(n <= out.len());
-        assert!(mem.1 <= 2 * out.len());
+        assert!(mem.1 <= out.len());
     }
+}
+
+#[test]
+fn reads_one_frame_record_per_frame() {
+    let (mut mem, regs, expected) = chain(70);
+    let mut out = [0u64; 510];
+    let (n, stop) = walk(&mut mem, regs, USER_END, &mut out);
+    assert_eq!((n, stop), (71, Stop::End));
+    assert_eq!(&out[..n], &expected[..]);
+    assert_eq!(mem.1, 70, "one read per frame record");
 }
