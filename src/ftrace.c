@@ -98,6 +98,7 @@ static struct mutex *ud_trace_types_lock;
 
 static struct {
 	atomic64_t cookies, cookies_lost, stacks, stacks_lost, stacks_truncated, files, errors;
+	atomic64_t build_id_reads;
 } ud_ftrace_stats;
 
 /* --- Instance table ------------------------------------------------------------------- */
@@ -298,20 +299,18 @@ struct ud_file_note {
 	char			path[];
 };
 
-struct ud_scratch {
-	u64	offsets[UD_MAX_STACK_ENTRIES];
-	u32	hashes[UD_MAX_STACK_ENTRIES];
-};
 
 /*
  * Build-ids of recently described files, so that reminders and other processes mapping the
  * same file do not read its ELF notes again (on a network or 9p file system each read is a
- * round trip). Keyed by inode, checked against the inode number and ctime so that a reused
- * inode or a file rewritten in place is read again. Bounded: direct-mapped, 64 entries.
+ * round trip). Keyed by super block and inode number, not by the struct inode: 9p without a
+ * cache gives each open its own inode. The ctime check makes a file rewritten in place (or
+ * a reused inode number) read again. Internal only: the trace never shows these numbers.
+ * Bounded: direct-mapped, 64 entries.
  */
 #define UD_BUILD_ID_CACHE_BITS	6
 struct ud_build_id_entry {
-	const struct inode	*inode;
+	const struct super_block *sb;
 	unsigned long		ino;
 	struct timespec64	ctime;
 	__u32			size;	/* 0: the file has no build-id */
@@ -323,24 +322,26 @@ static DEFINE_SPINLOCK(ud_build_ids_lock);
 static void ud_build_id_hex(struct file *file, char *hex)
 {
 	const struct inode *inode = file_inode(file);
-	struct ud_build_id_entry *e = &ud_build_ids[hash_ptr(inode, UD_BUILD_ID_CACHE_BITS)];
+	struct ud_build_id_entry *e = &ud_build_ids[hash_64((u64)(unsigned long)inode->i_sb ^
+							     inode->i_ino, UD_BUILD_ID_CACHE_BITS)];
 	struct timespec64 ctime = inode_get_ctime(inode);
 	unsigned char id[BUILD_ID_SIZE_MAX];
 	__u32 size = 0;
 	bool hit;
 
 	spin_lock(&ud_build_ids_lock);
-	hit = e->inode == inode && e->ino == inode->i_ino && timespec64_equal(&e->ctime, &ctime);
+	hit = e->sb == inode->i_sb && e->ino == inode->i_ino && timespec64_equal(&e->ctime, &ctime);
 	if (hit) {
 		size = e->size;
 		memcpy(id, e->id, size);
 	}
 	spin_unlock(&ud_build_ids_lock);
 	if (!hit) {
+		atomic64_inc(&ud_ftrace_stats.build_id_reads);
 		if (ud_build_id_parse_file(file, id, &size) || size > BUILD_ID_SIZE_MAX)
 			size = 0;
 		spin_lock(&ud_build_ids_lock);
-		e->inode = inode;
+		e->sb = inode->i_sb;
 		e->ino = inode->i_ino;
 		e->ctime = ctime;
 		e->size = size;
@@ -389,22 +390,28 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 	struct file *last_file = NULL;
 	struct trace_buffer *buffer;
 	struct trace_array *tr;
-	struct ud_scratch *scratch;
 	unsigned int i, nr = trace->nr, trace_ctx;
+	u64 *offsets = NULL;
+	u32 *hashes = NULL;
 	u32 last_hash = 0;
 	bool announce;
 	u64 gen;
 
-	scratch = kmalloc(sizeof(*scratch), GFP_KERNEL);
-	if (!scratch) {
-		atomic64_inc(&ud_ftrace_stats.errors);
-		return;
-	}
 	if (!mm)
 		nr = 0;
 	nr = min_t(unsigned int, nr, UD_MAX_STACK_ENTRIES);
 
 	if (nr) {
+		/*
+		 * Sized to the stack (12 bytes a frame, under 1 KiB for most): a fixed 6 KiB
+		 * buffer would come from the page allocator on every stack with SLUB_TINY.
+		 */
+		offsets = kmalloc_array(nr, sizeof(*offsets) + sizeof(*hashes), GFP_KERNEL);
+		if (!offsets) {
+			atomic64_inc(&ud_ftrace_stats.errors);
+			return;
+		}
+		hashes = (u32 *)(offsets + nr);
 		mmap_read_lock(mm);
 		for (i = 0; i < nr; i++) {
 			unsigned long addr = trace->entries[i];
@@ -416,24 +423,24 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 					vma = NULL;
 			}
 			if (!vma) {
-				scratch->offsets[i] = addr;
-				scratch->hashes[i] = U32_MAX;
+				offsets[i] = addr;
+				hashes[i] = U32_MAX;
 				continue;
 			}
 			if (!vma->vm_file) {
-				scratch->offsets[i] = addr;
-				scratch->hashes[i] = 0;
+				offsets[i] = addr;
+				hashes[i] = 0;
 				continue;
 			}
-			scratch->offsets[i] = ud_rs_file_offset(addr, vma->vm_start, vma->vm_pgoff,
+			offsets[i] = ud_rs_file_offset(addr, vma->vm_start, vma->vm_pgoff,
 							       PAGE_SHIFT);
 			if (vma->vm_file == last_file) {
-				scratch->hashes[i] = last_hash;
+				hashes[i] = last_hash;
 				continue;
 			}
 			last_file = vma->vm_file;
 			last_hash = ud_file_hash(last_file);
-			scratch->hashes[i] = last_hash;
+			hashes[i] = last_hash;
 
 			/*
 			 * Announce the file if this instance has not (recently). A use is counted
@@ -470,7 +477,7 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 			nr = ud_max_frames(buffer);
 			atomic64_inc(&ud_ftrace_stats.stacks_truncated);
 		}
-		if (ud_write_stack(buffer, cookie, scratch->offsets, scratch->hashes, nr, trace_ctx))
+		if (ud_write_stack(buffer, cookie, offsets, hashes, nr, trace_ctx))
 			atomic64_inc(&ud_ftrace_stats.stacks);
 		else
 			atomic64_inc(&ud_ftrace_stats.stacks_lost);
@@ -482,7 +489,7 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 		kfree(notes);
 		notes = note;
 	}
-	kfree(scratch);
+	kfree(offsets);
 }
 
 /* --- options/userstacktrace_delay ----------------------------------------------------- */
@@ -819,7 +826,7 @@ void ud_ftrace_stats_show(struct seq_file *m)
 {
 #define P(f) seq_printf(m, "ftrace_%s: %lld\n", #f, atomic64_read(&ud_ftrace_stats.f))
 	P(cookies); P(cookies_lost); P(stacks); P(stacks_lost); P(stacks_truncated); P(files);
-	P(errors);
+	P(errors); P(build_id_reads);
 #undef P
 	seq_printf(m, "ftrace_commit_probe_missed: %d\n", ud_commit_probe.nmissed);
 }
