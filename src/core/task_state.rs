@@ -191,11 +191,13 @@ impl TaskState {
         self.completed.store(0, Ordering::Release);
         let old_cookie = self.cookie.swap(0, Ordering::AcqRel);
         fence(Ordering::SeqCst); // see `request`
-                                 // Race: an NMI between the mask reset and the cookie swap found an empty mask, so it
-                                 // queued a task work, but it took the old cookie (still set then) for its event.
-                                 // Keep that cookie for the work it queued, unless a later NMI already assigned a
-                                 // fresh one (then that one is reported; two NMIs in this window cannot both keep
-                                 // their cookie, and the first one's stack is reported under the second's).
+
+        // Race: an NMI between the mask reset and the cookie swap found an empty mask, so
+        // it queued a task work, but it took the old cookie (still set then) for its event.
+        // Keep that cookie for the work it queued, unless a later NMI already assigned a
+        // fresh one (then that one is reported; two NMIs in this window, a few instructions
+        // with interrupts off, cannot both keep their cookie, and the first one's stack is
+        // reported under the second's). Upstream's reset has the same window.
         if self.mask.load(Ordering::Acquire) != 0 {
             let _ =
                 self.cookie
