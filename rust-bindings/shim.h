@@ -64,6 +64,13 @@ ud_u64 ud_user_end(void);
  */
 bool ud_read_user_frame(ud_u64 addr, ud_u64 *words);
 
+/* --- Counters --------------------------------------------------------------------------- */
+
+/* Adds @n to this CPU's counter @idx (< UD_NR_COUNTERS). Any context, NMI included. */
+void ud_count_add(unsigned int idx, ud_u64 n);
+/* The sum of counter @idx over every possible CPU. */
+ud_u64 ud_count_sum(unsigned int idx);
+
 /* --- task_work ------------------------------------------------------------------------ */
 
 /* Bytes and alignment of struct callback_head, so that Rust can embed one. */

@@ -19,6 +19,9 @@ struct unwind_stacktrace;
 typedef void (*unwind_callback_fn)(struct unwind_work *work, struct unwind_stacktrace *trace,
 				   ud_u64 cookie);
 
+/* Per-CPU event counters (src/stats.rs numbers them): room for this many. */
+#define UD_NR_COUNTERS 32
+
 /* Counters shown in debugfs (unwind_deferred/stats). Keep in sync with ud_stats_show(). */
 struct ud_stats {
 	ud_u64 requests;

@@ -10,7 +10,7 @@
 //!   task goes back to user space.
 
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
@@ -18,7 +18,7 @@ use crate::ffi;
 use crate::logic::cookie;
 use crate::logic::task_state::Request;
 use crate::registry::{self, SrcuReadGuard};
-use crate::stats::{bump, STATS};
+use crate::stats::{self, bump, Counter};
 use crate::tasks::Tasks;
 use crate::unwind;
 
@@ -32,6 +32,11 @@ pub(crate) struct Deferred {
 /// The live state, published after it is fully built and retracted at unload after every
 /// hook is gone (see `UnwindDeferred::drop`).
 static DEFERRED: AtomicPtr<Deferred> = AtomicPtr::new(null_mut());
+
+/// Task works queued and not finished: unload waits for zero (see `retract`). A shared
+/// atomic, not a per-CPU counter: it goes down on another CPU than it went up, and unload
+/// needs the exact value.
+static TASK_WORKS_IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
 
 fn deferred() -> Option<&'static Deferred> {
     // SAFETY: DEFERRED is null or points to the leaked box of `publish()`, which `retract()`
@@ -67,7 +72,7 @@ pub(crate) fn retract() {
             // The task work will not run: drop what it would have dropped.
             // SAFETY: the reference taken at queue time.
             unsafe { ffi::ud_put_task(task) };
-            STATS.task_works_in_flight.fetch_sub(1, Ordering::AcqRel);
+            TASK_WORKS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
         }
     }
     // Task works already dequeued by task_work_run() are running or about to: they hold
@@ -75,7 +80,7 @@ pub(crate) fn retract() {
     // decrement (then a return into this module's text, which is still mapped while we
     // sleep here; only the final instructions race with the unload, as for any task work
     // or timer callback of a module).
-    while STATS.task_works_in_flight.load(Ordering::Acquire) != 0 {
+    while TASK_WORKS_IN_FLIGHT.load(Ordering::Acquire) != 0 {
         // SAFETY: process context.
         unsafe { ffi::ud_msleep(10) };
     }
@@ -101,21 +106,21 @@ impl Deferred {
 /// `unwind_deferred_request()`. Any context, NMI included.
 fn request(work: *mut ffi::unwind_work, cookie_out: &mut u64) -> i32 {
     *cookie_out = 0;
-    bump(&STATS.requests);
+    bump(Counter::requests);
     // SAFETY: reads preempt_count.
     let nmi = unsafe { ffi::ud_in_nmi() };
     if nmi {
-        bump(&STATS.requests_nmi);
+        bump(Counter::requests_nmi);
     }
     // SAFETY: reads current's flags and saved registers.
     let why = unsafe { ffi::ud_current_unwindable() };
     let counter = match why {
         ffi::ud_unwindable::UD_OK => None,
-        ffi::ud_unwindable::UD_KTHREAD => Some(&STATS.err_kthread),
-        ffi::ud_unwindable::UD_USER_WORKER => Some(&STATS.err_user_worker),
-        ffi::ud_unwindable::UD_EXITING => Some(&STATS.err_exiting),
-        ffi::ud_unwindable::UD_NOT_USER_REGS => Some(&STATS.err_not_user),
-        ffi::ud_unwindable::UD_COMPAT => Some(&STATS.err_compat),
+        ffi::ud_unwindable::UD_KTHREAD => Some(Counter::err_kthread),
+        ffi::ud_unwindable::UD_USER_WORKER => Some(Counter::err_user_worker),
+        ffi::ud_unwindable::UD_EXITING => Some(Counter::err_exiting),
+        ffi::ud_unwindable::UD_NOT_USER_REGS => Some(Counter::err_not_user),
+        ffi::ud_unwindable::UD_COMPAT => Some(Counter::err_compat),
     };
     if let Some(counter) = counter {
         bump(counter);
@@ -124,7 +129,7 @@ fn request(work: *mut ffi::unwind_work, cookie_out: &mut u64) -> i32 {
     // SAFETY: the caller passes an initialised (or cancelled) work.
     let bit = unsafe { ffi::ud_work_bit(work) };
     if bit <= 0 || bit >= usize::BITS as i32 {
-        bump(&STATS.err_cancelled);
+        bump(Counter::err_cancelled);
         return EINVAL.to_errno();
     }
     let Some(d) = deferred() else { return ENODEV.to_errno() };
@@ -143,7 +148,7 @@ fn request_irqs_off(d: &Deferred, _work: *mut ffi::unwind_work, bit: u32, nmi: b
     // SAFETY: returns current.
     let task = unsafe { ffi::ud_current() };
     let Ok(entry) = d.tasks.get_or_insert(task) else {
-        bump(&STATS.err_table_full);
+        bump(Counter::err_table_full);
         // SAFETY: pr_warn_once() is safe in any context but NMI, where printk defers.
         unsafe { ffi::ud_pr_warn_table_full() };
         return ENOSPC.to_errno();
@@ -152,12 +157,12 @@ fn request_irqs_off(d: &Deferred, _work: *mut ffi::unwind_work, bit: u32, nmi: b
     *cookie_out = cookie;
     match outcome {
         Request::Already => {
-            bump(&STATS.already);
+            bump(Counter::already);
             1
         }
         Request::Queued => 0,
         Request::QueueTaskWork => {
-            STATS.task_works_in_flight.fetch_add(1, Ordering::AcqRel);
+            TASK_WORKS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
             // The queued work holds a reference on the task, so that unload can cancel it.
             // SAFETY: current is alive; get_task_struct() is an atomic increment (NMI-safe).
             unsafe { ffi::ud_get_task(task) };
@@ -171,12 +176,12 @@ fn request_irqs_off(d: &Deferred, _work: *mut ffi::unwind_work, bit: u32, nmi: b
                 // SAFETY: drops the reference taken above; current holds its own, so this
                 // is a plain decrement (also in NMI).
                 unsafe { ffi::ud_put_task(task) };
-                STATS.task_works_in_flight.fetch_sub(1, Ordering::AcqRel);
-                bump(&STATS.err_task_work);
+                TASK_WORKS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+                bump(Counter::err_task_work);
                 *cookie_out = 0;
                 return ret;
             }
-            bump(&STATS.queued);
+            bump(Counter::queued);
             0
         }
     }
@@ -187,7 +192,7 @@ fn task_work(head: *mut ffi::callback_head) {
     let Some(d) = deferred() else { return };
     // SAFETY: task works are only queued with an entry's callback_head (request_irqs_off).
     let entry = unsafe { d.tasks.entry_of_work(head) };
-    bump(&STATS.task_works);
+    bump(Counter::task_works);
     {
         // Take the bits inside the SRCU section: cancel clears a bit in every task and then
         // waits for SRCU readers, so a task work either sees the bit cleared or finishes
@@ -206,7 +211,7 @@ fn task_work(head: *mut ffi::callback_head) {
                 // section); `entries[..nr]` is this entry's cached stack, valid during the
                 // call.
                 unsafe { ffi::ud_work_call(work, entries.cast(), nr as u32, cookie) };
-                bump(&STATS.callbacks);
+                bump(Counter::callbacks);
             }
             entry.state.complete(bit);
         }
@@ -214,7 +219,7 @@ fn task_work(head: *mut ffi::callback_head) {
     // SAFETY: drops the reference taken when this work was queued; current is alive.
     unsafe { ffi::ud_put_task(ffi::ud_current()) };
     // Last access to module state (see `retract`).
-    STATS.task_works_in_flight.fetch_sub(1, Ordering::AcqRel);
+    TASK_WORKS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
 }
 
 /// Return to user space (interrupts off): a new kernel entry begins at the next entry.
@@ -224,7 +229,7 @@ fn on_user_return() {
     let Some(entry) = d.tasks.get(unsafe { ffi::ud_current() }) else { return };
     if entry.state.reset_on_user_return() {
         unwind::invalidate(entry);
-        bump(&STATS.resets);
+        bump(Counter::resets);
     }
 }
 
@@ -232,7 +237,7 @@ fn on_user_return() {
 fn task_free(task: *mut ffi::task_struct) {
     let Some(d) = deferred() else { return };
     if d.tasks.release(task) {
-        bump(&STATS.tasks_freed);
+        bump(Counter::tasks_freed);
     }
 }
 
@@ -318,7 +323,8 @@ pub(crate) unsafe extern "C" fn ud_rs_cancel(work: *mut ffi::unwind_work) {
 pub(crate) unsafe extern "C" fn ud_rs_stats(out: *mut ffi::ud_stats) {
     // SAFETY: guaranteed by our caller.
     let out = unsafe { &mut *out };
-    STATS.fill(out);
+    stats::fill(out);
+    out.task_works_in_flight = TASK_WORKS_IN_FLIGHT.load(Ordering::Relaxed);
     if let Some(d) = deferred() {
         out.table_used = d.tasks.occupancy() as u64;
         out.table_size = d.tasks.capacity() as u64;

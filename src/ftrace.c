@@ -96,10 +96,13 @@ static struct trace_array *ud_global_trace;
 static struct list_head *ud_trace_arrays;
 static struct mutex *ud_trace_types_lock;
 
-static struct {
-	atomic64_t cookies, cookies_lost, stacks, stacks_lost, stacks_truncated, files, errors;
-	atomic64_t build_id_reads;
-} ud_ftrace_stats;
+/* Per-CPU like the core's counters: the cookie counter is bumped for every event. */
+struct ud_ftrace_counts {
+	u64 cookies, cookies_lost, stacks, stacks_lost, stacks_truncated, files, errors;
+	u64 build_id_reads;
+};
+static DEFINE_PER_CPU(struct ud_ftrace_counts, ud_ftrace_counts);
+#define ud_count(field)	this_cpu_inc(ud_ftrace_counts.field)
 
 /* --- Instance table ------------------------------------------------------------------- */
 
@@ -276,9 +279,9 @@ static int ud_commit_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 	if (ud_rs_request(&args->inst->work, &cookie) < 0)
 		return 0;	/* counted by the core (not a user task, table full, ...) */
 	if (ud_write_cookie(args->buffer, cookie, args->trace_ctx))
-		atomic64_inc(&ud_ftrace_stats.cookies);
+		ud_count(cookies);
 	else
-		atomic64_inc(&ud_ftrace_stats.cookies_lost);
+		ud_count(cookies_lost);
 	return 0;
 }
 
@@ -337,7 +340,7 @@ static void ud_build_id_hex(struct file *file, char *hex)
 	}
 	spin_unlock(&ud_build_ids_lock);
 	if (!hit) {
-		atomic64_inc(&ud_ftrace_stats.build_id_reads);
+		ud_count(build_id_reads);
 		if (ud_build_id_parse_file(file, id, &size) || size > BUILD_ID_SIZE_MAX)
 			size = 0;
 		spin_lock(&ud_build_ids_lock);
@@ -408,7 +411,7 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 		 */
 		offsets = kmalloc_array(nr, sizeof(*offsets) + sizeof(*hashes), GFP_KERNEL);
 		if (!offsets) {
-			atomic64_inc(&ud_ftrace_stats.errors);
+			ud_count(errors);
 			return;
 		}
 		hashes = (u32 *)(offsets + nr);
@@ -470,17 +473,17 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 		trace_ctx = ud_trace_ctx();
 		for (note = notes; note; note = note->next) {
 			if (ud_write_file(buffer, note->hash, note->path, note->build_id, trace_ctx))
-				atomic64_inc(&ud_ftrace_stats.files);
+				ud_count(files);
 		}
 		if (nr > ud_max_frames(buffer)) {
 			/* Keep the innermost frames. */
 			nr = ud_max_frames(buffer);
-			atomic64_inc(&ud_ftrace_stats.stacks_truncated);
+			ud_count(stacks_truncated);
 		}
 		if (ud_write_stack(buffer, cookie, offsets, hashes, nr, trace_ctx))
-			atomic64_inc(&ud_ftrace_stats.stacks);
+			ud_count(stacks);
 		else
-			atomic64_inc(&ud_ftrace_stats.stacks_lost);
+			ud_count(stacks_lost);
 	}
 	preempt_enable_notrace();
 
@@ -824,7 +827,18 @@ static struct kprobe *ud_kprobe_ptrs[ARRAY_SIZE(ud_kprobes)];
 
 void ud_ftrace_stats_show(struct seq_file *m)
 {
-#define P(f) seq_printf(m, "ftrace_%s: %lld\n", #f, atomic64_read(&ud_ftrace_stats.f))
+	struct ud_ftrace_counts sum = {};
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		const struct ud_ftrace_counts *c = per_cpu_ptr(&ud_ftrace_counts, cpu);
+
+#define S(f) sum.f += READ_ONCE(c->f)
+		S(cookies); S(cookies_lost); S(stacks); S(stacks_lost); S(stacks_truncated);
+		S(files); S(errors); S(build_id_reads);
+#undef S
+	}
+#define P(f) seq_printf(m, "ftrace_%s: %llu\n", #f, sum.f)
 	P(cookies); P(cookies_lost); P(stacks); P(stacks_lost); P(stacks_truncated); P(files);
 	P(errors); P(build_id_reads);
 #undef P

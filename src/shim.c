@@ -119,6 +119,32 @@ efault:
 	return false;
 }
 
+/* --- Counters --------------------------------------------------------------------------- */
+
+/*
+ * Per-CPU, so that the request path, which may run on every CPU at once (NMI sampling),
+ * does not bounce shared cache lines: this_cpu_add() is one instruction, safe in NMI.
+ */
+struct ud_counts {
+	u64 c[UD_NR_COUNTERS];
+};
+static DEFINE_PER_CPU(struct ud_counts, ud_counts);
+
+void ud_count_add(unsigned int idx, ud_u64 n)
+{
+	this_cpu_add(ud_counts.c[idx], n);
+}
+
+ud_u64 ud_count_sum(unsigned int idx)
+{
+	ud_u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += READ_ONCE(per_cpu(ud_counts, cpu).c[idx]);
+	return sum;
+}
+
 /* --- task_work ------------------------------------------------------------------------ */
 
 static_assert(sizeof(struct callback_head) == UD_CALLBACK_HEAD_SIZE);

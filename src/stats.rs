@@ -1,23 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Counters shown in `/sys/kernel/debug/unwind_deferred/stats`.
 //!
-//! Plain relaxed atomics: they are bumped from every context including NMI, and a reader
-//! only needs each value to be eventually right, not a consistent snapshot.
+//! Per-CPU counters kept by the C shim (`this_cpu_add()`, one instruction, safe in NMI):
+//! the request path may run on every CPU at once, and shared atomics would bounce their
+//! cache lines between them. A read sums the CPUs; it needs each value to be eventually
+//! right, not a consistent snapshot.
 
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use crate::ffi;
 
 macro_rules! counters {
     ($($name:ident),* $(,)?) => {
         /// Event counters; see the debugfs documentation in Documentation/unwind-deferred.rst.
-        pub(crate) struct Stats { $(pub(crate) $name: AtomicU64,)* }
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy)]
+        #[repr(u32)]
+        pub(crate) enum Counter { $($name,)* }
 
-        pub(crate) static STATS: Stats = Stats { $($name: AtomicU64::new(0),)* };
+        const COUNTERS: usize = [$(Counter::$name),*].len();
 
-        impl Stats {
-            /// Copies every counter into the C structure read by debugfs.
-            pub(crate) fn fill(&self, out: &mut crate::ffi::ud_stats) {
-                $(out.$name = self.$name.load(Relaxed);)*
-            }
+        /// Sums every counter into the C structure read by debugfs.
+        pub(crate) fn fill(out: &mut ffi::ud_stats) {
+            // SAFETY: every index is below UD_NR_COUNTERS (checked below).
+            $(out.$name = unsafe { ffi::ud_count_sum(Counter::$name as u32) };)*
         }
     };
 }
@@ -44,10 +48,17 @@ counters!(
     err_task_work,
     err_nomem,
     tasks_freed,
-    task_works_in_flight,
 );
 
+const _: () = assert!(COUNTERS <= ffi::UD_NR_COUNTERS as usize);
+
 /// Adds one to a counter.
-pub(crate) fn bump(counter: &AtomicU64) {
-    counter.fetch_add(1, Relaxed);
+pub(crate) fn bump(counter: Counter) {
+    add(counter, 1);
+}
+
+/// Adds `n` to a counter.
+pub(crate) fn add(counter: Counter, n: u64) {
+    // SAFETY: the index is below UD_NR_COUNTERS (checked above); any context.
+    unsafe { ffi::ud_count_add(counter as u32, n) };
 }

@@ -10,7 +10,7 @@ use core::sync::atomic::Ordering;
 
 use crate::ffi;
 use crate::logic::walker::{self, UserMemory, UserRegs};
-use crate::stats::{bump, STATS};
+use crate::stats::{add, bump, Counter};
 use crate::tasks::TaskEntry;
 
 /// Frames kept per stack: the cache fills one 4 KiB allocation.
@@ -51,7 +51,7 @@ pub(crate) fn current_stack(entry: &TaskEntry) -> (*mut u64, usize) {
         // StackCache (integers only).
         cache = unsafe { ffi::ud_kzalloc(core::mem::size_of::<StackCache>() as _) }.cast();
         if cache.is_null() {
-            bump(&STATS.err_nomem);
+            bump(Counter::err_nomem);
             return (core::ptr::null_mut(), 0);
         }
         entry.cache.store(cache, Ordering::Release);
@@ -61,7 +61,7 @@ pub(crate) fn current_stack(entry: &TaskEntry) -> (*mut u64, usize) {
     // the module unloads after every task work finished.
     let cache = unsafe { &mut *cache };
     if cache.filled != 0 {
-        bump(&STATS.unwind_cached);
+        bump(Counter::unwind_cached);
         return (cache.entries.as_mut_ptr(), cache.nr);
     }
     // SAFETY: plain reads of current's state.
@@ -75,10 +75,10 @@ pub(crate) fn current_stack(entry: &TaskEntry) -> (*mut u64, usize) {
     } else {
         0 // exit_mm() already ran: the task exits with a pending request.
     };
-    bump(&STATS.unwinds);
-    STATS.unwind_frames.fetch_add(nr as u64, Ordering::Relaxed);
+    bump(Counter::unwinds);
+    add(Counter::unwind_frames, nr as u64);
     if nr == 0 {
-        bump(&STATS.unwind_empty);
+        bump(Counter::unwind_empty);
     }
     cache.nr = nr;
     cache.filled = 1;
