@@ -7,7 +7,8 @@
  *   ctl     commands, one per line (a write is one kernel entry of the writer):
  *             init K | cancel K | init_until_busy
  *             request K                 request for work K from this write's entry
- *             request_and_sleep K MS    request, then msleep(MS) before returning
+ *             request_and_wait K        request, then sleep until "wake" (at most 60 s)
+ *             wake                      wake the writer of request_and_wait
  *             request_kthread K         request from a kernel thread (a kworker)
  *             cb_request A B            once: the next callback of A requests A and B
  *             nmi K [TGID] | nmi off    request for K from the NMI handler (user tasks)
@@ -25,6 +26,7 @@
  * K is a slot 0..63 of this client (struct unwind_work works[K]), not the module's bit.
  */
 #include <linux/atomic.h>
+#include <linux/completion.h>
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/kernel.h>
@@ -57,6 +59,7 @@ static struct unwind_work works[NR_SLOTS];
 static bool inited[NR_SLOTS];		/* under ctl_mutex */
 static DEFINE_MUTEX(ctl_mutex);		/* init and cancel */
 static atomic_long_t cb_count[NR_SLOTS];
+static DECLARE_COMPLETION(wake_writer);	/* request_and_wait / wake */
 static atomic_long_t cb_empty[NR_SLOTS];	/* callbacks with an empty trace */
 static bool quiet;
 
@@ -405,7 +408,6 @@ static int run_command(char *line)
 {
 	char *argv[4] = {};
 	int argc = 0, k, b, ret;
-	unsigned int ms;
 	unsigned long n;
 	char *tok;
 
@@ -448,12 +450,16 @@ static int run_command(char *line)
 		if (parse_slot(argv[1], &k))
 			return -EINVAL;
 		do_request(k, "sys");
-	} else if (!strcmp(argv[0], "request_and_sleep") && argc == 3) {
-		if (parse_slot(argv[1], &k) || kstrtouint(argv[2], 0, &ms))
+	} else if (!strcmp(argv[0], "request_and_wait") && argc == 2) {
+		if (parse_slot(argv[1], &k))
 			return -EINVAL;
+		reinit_completion(&wake_writer);
 		do_request(k, "sys");
-		msleep(ms);
-		log_printf("woke work=%d pid=%d\n", k, task_pid_nr(current));
+		ret = wait_for_completion_killable_timeout(&wake_writer, 60 * HZ);
+		log_printf("woke work=%d pid=%d %s\n", k, task_pid_nr(current),
+			   ret > 0 ? "by=wake" : "by=timeout");
+	} else if (!strcmp(argv[0], "wake") && argc == 1) {
+		complete(&wake_writer);
 	} else if (!strcmp(argv[0], "request_kthread") && argc == 2) {
 		if (parse_slot(argv[1], &k))
 			return -EINVAL;
