@@ -3,8 +3,9 @@
 # Entry points (see README.md):
 #   make            build the module, the test client module and the test programs
 #   make check      host tests + build + the whole VM suite on the base kernel
-#   make check-debug  the same on the debug kernel (lockdep, KASAN, kmemleak, ...), full sizes
+#   make check-debug  the same on the debug kernel (lockdep, KASAN, kmemleak, ...)
 #   make soak       the same on the base kernel with the full stress sizes
+#   make soak-debug the full stress sizes on the debug kernel (hours under TCG)
 #   make demo       build, boot, trace the bundled workload, leave a report and a flame graph
 #   make KDIR=/path/to/kernel/build   build against another 6.12 kernel built with CONFIG_RUST
 
@@ -20,7 +21,7 @@ KDIR ?= $(eval KDIR := $$(shell $(REPO)/scripts/kernel.sh $(FLAVOUR)))$(KDIR)
 KMAKE = $(MAKE) -C $(KDIR) LLVM=1
 OUT ?= $(REPO)/out
 
-.PHONY: all module client progs setup check check-debug soak check-host vm-test \
+.PHONY: all module client progs setup check check-debug soak soak-debug check-host vm-test \
 	harness-selftest demo clean
 
 all: module client progs
@@ -53,6 +54,9 @@ check:
 	@$(REPO)/scripts/check.sh base
 
 check-debug:
+	@$(REPO)/scripts/check.sh debug
+
+soak-debug:
 	@$(REPO)/scripts/check.sh debug --full
 
 soak:
