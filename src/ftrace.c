@@ -295,6 +295,13 @@ static struct kretprobe ud_commit_probe = {
 
 /* --- The stack: the unwind callback (task context, once per cookie and instance) ------- */
 
+/* A file to announce, found during the walk: described after the mmap lock is dropped. */
+struct ud_file_pending {
+	struct ud_file_pending	*next;
+	struct file		*file;	/* a reference of ours */
+	u32			hash;
+};
+
 struct ud_file_note {
 	struct ud_file_note	*next;
 	u32			hash;
@@ -387,7 +394,8 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 			      u64 cookie)
 {
 	struct ud_instance *inst = container_of(work, struct ud_instance, work);
-	struct ud_file_note *notes = NULL, **tail = &notes, *note;
+	struct ud_file_note *notes = NULL, *note;
+	struct ud_file_pending *pending = NULL, *p;
 	struct vm_area_struct *vma = NULL;
 	struct mm_struct *mm = current->mm;
 	struct file *last_file = NULL;
@@ -455,14 +463,39 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 			announce = ud_rs_file_cache_use(inst->file_cache, gen, last_hash);
 			spin_unlock(&inst->cache_lock);
 			if (announce) {
-				note = ud_describe_file(last_file, last_hash);
-				if (note) {
-					*tail = note;
-					tail = &note->next;
+				/*
+				 * Not described here: reading the build-id takes the file's
+				 * inode lock, which ranks above mmap_lock (a read that faults
+				 * on its user buffer takes them in that order; lockdep saw the
+				 * inversion on 9p). Keep a reference and describe it below.
+				 */
+				p = kmalloc(sizeof(*p), GFP_KERNEL);
+				if (p) {
+					p->file = get_file(last_file);
+					p->hash = last_hash;
+					p->next = pending;
+					pending = p;
+				} else {
+					ud_count(errors);
 				}
 			}
 		}
 		mmap_read_unlock(mm);
+	}
+
+	/* Without the mmap lock: path and build-id of the files to announce. */
+	while (pending) {
+		p = pending;
+		pending = p->next;
+		note = ud_describe_file(p->file, p->hash);
+		fput(p->file);
+		kfree(p);
+		if (note) {
+			note->next = notes;	/* the walk's first file ends up first */
+			notes = note;
+		} else {
+			ud_count(errors);
+		}
 	}
 
 	/* Ring-buffer writes need preemption off; it also pins inst->tr (see ud_instance). */
