@@ -309,7 +309,6 @@ struct ud_file_note {
 	char			path[];
 };
 
-
 /*
  * Build-ids of recently described files, so that reminders and other processes mapping the
  * same file do not read its ELF notes again (on a network or 9p file system each read is a

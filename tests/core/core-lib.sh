@@ -9,6 +9,8 @@ client_log() { cat $CLIENT/log; }
 client_status() { awk -v k="$1" -v f="${2:-2}" '$1 == k { print $f }' $CLIENT/status; }
 # callbacks K: callbacks of client slot K since the last "clear".
 callbacks() { awk -v k="$1" '$1 == "callbacks" && $2 == k { print $3 }' $CLIENT/status; }
+# empty K: callbacks of client slot K with an empty trace since the last "clear".
+empty() { awk -v k="$1" '$1 == "callbacks" && $2 == k { sub("empty=", "", $5); print $5 }' $CLIENT/status; }
 # bit_of K: the module's bit of client slot K.
 bit_of() { awk -v k="$1" '$1 == "callbacks" && $2 == k { sub("bit=", "", $4); print $4 }' $CLIENT/status; }
 # field NAME: the value of NAME=... on each line of stdin.
