@@ -59,10 +59,11 @@ bool ud_current_has_mm(void);
 /* End of the user address space (TASK_SIZE_MAX). */
 ud_u64 ud_user_end(void);
 /*
- * Reads the two words of current's user memory at @addr (a frame record: next frame
- * pointer, return address) into @words, faulting pages in. Task context only.
+ * Reads up to @n words of current's user memory from @addr into @words, in one user-access
+ * section, faulting pages in; stops at the first word that cannot be read. Returns how
+ * many were read. Task context only.
  */
-bool ud_read_user_frame(ud_u64 addr, ud_u64 *words);
+unsigned long ud_read_user_words(ud_u64 addr, ud_u64 *words, unsigned long n);
 
 /* --- Counters --------------------------------------------------------------------------- */
 

@@ -97,26 +97,24 @@ void ud_current_user_regs(ud_u64 *ip, ud_u64 *sp, ud_u64 *fp)
 	*fp = regs->bp;
 }
 
-bool ud_read_user_frame(ud_u64 addr, ud_u64 *words)
+unsigned long ud_read_user_words(ud_u64 addr, ud_u64 *words, unsigned long n)
 {
-	const u64 __user *frame = (const u64 __user *)(unsigned long)addr;
+	const u64 __user *p = (const u64 __user *)(unsigned long)addr;
+	unsigned long i = 0;
 
 	/*
-	 * One user-access section for both words, as get_user() twice would open two:
-	 * copy_from_user()'s checks and copy loop cost more than the 16 bytes. A fault is
-	 * handled (and may sleep) as for get_user(); the section's AC flag is restored with
-	 * the registers when the fault returns.
+	 * One user-access section for the whole window: opening one per frame (or per word,
+	 * as get_user() does) costs more than the loads. A fault is handled (and may sleep)
+	 * as for get_user(); the AC flag is restored with the registers when it returns.
 	 */
 	might_fault();
-	if (!user_access_begin(frame, 2 * sizeof(u64)))
-		return false;
-	unsafe_get_user(words[0], &frame[0], efault);
-	unsafe_get_user(words[1], &frame[1], efault);
+	if (!user_access_begin(p, n * sizeof(u64)))
+		return 0;
+	for (; i < n; i++)
+		unsafe_get_user(words[i], &p[i], out);
+out:
 	user_access_end();
-	return true;
-efault:
-	user_access_end();
-	return false;
+	return i;
 }
 
 /* --- Counters --------------------------------------------------------------------------- */

@@ -2,14 +2,14 @@
 //! The user-stack walk of one kernel entry, and its per-task cache.
 //!
 //! Runs in the task work (task context, may fault and sleep): the frame walker of
-//! [`crate::logic::walker`] reads the task's user memory with copy_from_user(). The result
+//! [`crate::logic::walker`] reads the task's user memory a window of words at a time. The result
 //! is cached so that every callback of the entry (and every later task work run of the
 //! same entry) sees the same array; the cache is invalidated at return to user space.
 
 use core::sync::atomic::Ordering;
 
 use crate::ffi;
-use crate::logic::walker::{self, UserMemory, UserRegs};
+use crate::logic::walker::{self, UserRegs, Windowed, WordReader};
 use crate::stats::{add, bump, Counter};
 use crate::tasks::TaskEntry;
 
@@ -30,12 +30,11 @@ const _: () = assert!(core::mem::size_of::<StackCache>() == 4096);
 /// Reads the current task's user memory, faulting pages in.
 struct CurrentUserMemory;
 
-impl UserMemory for CurrentUserMemory {
-    fn read_frame(&mut self, fp: u64) -> Option<[u64; 2]> {
-        let mut words = [0u64; 2];
-        // SAFETY: task context (the task work); `words` is valid for two words of writes;
-        // user_access_begin() validates the user range.
-        unsafe { ffi::ud_read_user_frame(fp, words.as_mut_ptr()) }.then_some(words)
+impl WordReader for CurrentUserMemory {
+    fn read_words(&mut self, addr: u64, out: &mut [u64]) -> usize {
+        // SAFETY: task context (the task work); `out` is valid for `out.len()` words of
+        // writes; user_access_begin() validates the user range.
+        unsafe { ffi::ud_read_user_words(addr, out.as_mut_ptr(), out.len() as _) as usize }
     }
 }
 
@@ -71,7 +70,8 @@ pub(crate) fn current_stack(entry: &TaskEntry) -> (*mut u64, usize) {
         unsafe { ffi::ud_current_user_regs(&mut regs.ip, &mut regs.sp, &mut regs.fp) };
         // SAFETY: reads a constant.
         let user_end = unsafe { ffi::ud_user_end() };
-        walker::walk(&mut CurrentUserMemory, regs, user_end, &mut cache.entries).0
+        let mut mem = Windowed::new(CurrentUserMemory, kernel::page::PAGE_SIZE as u64);
+        walker::walk(&mut mem, regs, user_end, &mut cache.entries).0
     } else {
         0 // exit_mm() already ran: the task exits with a pending request.
     };

@@ -14,6 +14,86 @@ pub trait UserMemory {
     fn read_frame(&mut self, fp: u64) -> Option<[u64; 2]>;
 }
 
+/// Reads consecutive 8-byte words of user memory: the primitive under [`Windowed`].
+pub trait WordReader {
+    /// Reads up to `out.len()` words starting at the 8-byte aligned `addr`, stopping at the
+    /// first word that cannot be read. Returns how many words were read.
+    fn read_words(&mut self, addr: u64, out: &mut [u64]) -> usize;
+}
+
+/// Words read ahead per window: 256 bytes, several frames of a typical stack.
+pub const WINDOW_WORDS: usize = 32;
+
+/// A [`UserMemory`] that reads the stack a window at a time: one [`WordReader`] call (for
+/// the module, one user-access section) serves every frame record that lies in the window.
+/// Frame records sit at increasing addresses, usually a few dozen bytes apart, so most
+/// records come from the window the previous one was in.
+///
+/// A window never reads past the end of the page its first record is on (unless the record
+/// itself straddles the page end): reading ahead must not fault on a page the chain never
+/// uses.
+///
+/// # Invariants
+///
+/// `words[..len]` holds the user words at `base`, `base + 8`, ...
+pub struct Windowed<R> {
+    reader: R,
+    page_size: u64,
+    base: u64,
+    len: usize,
+    words: [u64; WINDOW_WORDS],
+}
+
+impl<R: WordReader> Windowed<R> {
+    /// A reader over `reader` for a system with `page_size` (a power of two) byte pages.
+    pub fn new(reader: R, page_size: u64) -> Self {
+        // INVARIANT: the window is empty.
+        Self {
+            reader,
+            page_size,
+            base: 0,
+            len: 0,
+            words: [0; WINDOW_WORDS],
+        }
+    }
+
+    /// The underlying reader (tests count its calls).
+    pub fn reader(&self) -> &R {
+        &self.reader
+    }
+
+    fn cached(&self, fp: u64) -> Option<[u64; 2]> {
+        if fp % 8 != 0 {
+            return None;
+        }
+        let i = usize::try_from(fp.checked_sub(self.base)? / 8).ok()?;
+        // No indexing that could panic: the module has no unwinding.
+        match self.words.get(..self.len)?.get(i..)? {
+            [next_fp, ret, ..] => Some([*next_fp, *ret]),
+            _ => None,
+        }
+    }
+}
+
+impl<R: WordReader> UserMemory for Windowed<R> {
+    fn read_frame(&mut self, fp: u64) -> Option<[u64; 2]> {
+        if let Some(record) = self.cached(fp) {
+            return Some(record);
+        }
+        // A power of two: a mask, not a division (which could panic on zero).
+        let in_page = fp & self.page_size.wrapping_sub(1);
+        let to_page_end = self.page_size.wrapping_sub(in_page) / 8;
+        let want = (to_page_end as usize).clamp(2, WINDOW_WORDS);
+        // INVARIANT: `len` words were read at `base`.
+        let Some(window) = self.words.get_mut(..want) else {
+            return None;
+        };
+        self.base = fp;
+        self.len = self.reader.read_words(fp, window).min(want);
+        self.cached(fp)
+    }
+}
+
 /// The user registers saved at kernel entry that the walk starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UserRegs {

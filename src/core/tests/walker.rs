@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #![cfg(not(loom))]
 use std::collections::HashMap;
-use unwind_core::walker::{walk, Stop, UserMemory, UserRegs};
+use unwind_core::walker::{walk, Stop, UserMemory, UserRegs, Windowed, WordReader, WINDOW_WORDS};
 
 const USER_END: u64 = 0x7fff_ffff_f000;
 
@@ -16,6 +16,31 @@ impl UserMemory for Mem {
     }
 }
 
+const PAGE: u64 = 4096;
+
+/// The same fake memory read a word run at a time; records every call as (addr, words).
+#[derive(Default)]
+struct Words(HashMap<u64, u64>, Vec<(u64, usize)>);
+
+impl WordReader for Words {
+    fn read_words(&mut self, addr: u64, out: &mut [u64]) -> usize {
+        self.1.push((addr, out.len()));
+        let mut n = 0;
+        while n < out.len() {
+            let Some(&w) = self.0.get(&(addr + 8 * n as u64)) else {
+                break;
+            };
+            out[n] = w;
+            n += 1;
+        }
+        n
+    }
+}
+
+fn windowed(mem: &Mem) -> Windowed<Words> {
+    Windowed::new(Words(mem.0.clone(), Vec::new()), PAGE)
+}
+
 /// Builds a chain of `depth` frames above `sp`; returns (mem, regs, expected output).
 fn chain(depth: usize) -> (Mem, UserRegs, Vec<u64>) {
     let sp = 0x7ffd_0000_0000u64;
@@ -28,6 +53,10 @@ fn chain(depth: usize) -> (Mem, UserRegs, Vec<u64>) {
         let ret = 0x40_2000 + i as u64 * 0x10;
         mem.0.insert(fp, next);
         mem.0.insert(fp + 8, ret);
+        // The frame's locals, as on a real stack (read ahead by windowed readers).
+        for local in (16..0x30).step_by(8) {
+            mem.0.insert(fp + local, 0x5eed);
+        }
         expected.push(ret);
         fp = next;
     }
@@ -51,6 +80,56 @@ fn walks_whole_chain_in_order() {
     assert_eq!(&out[..n], &expected[..]);
     assert_eq!(n, 101);
     assert_eq!(mem.1, 100, "one read per frame record");
+}
+
+#[test]
+fn windowed_reads_give_the_same_walk_with_fewer_reads() {
+    // Frames 0x30 bytes apart: a 256-byte window holds five records.
+    let (mem, regs, expected) = chain(100);
+    let mut win = windowed(&mem);
+    let mut out = [0u64; 510];
+    assert_eq!(walk(&mut win, regs, USER_END, &mut out), (101, Stop::End));
+    assert_eq!(&out[..101], &expected[..]);
+    let calls = &win.reader().1;
+    assert!(calls.len() <= 100 / 4, "{} reads for 100 frames", calls.len());
+    for &(addr, words) in calls {
+        assert!(words >= 2 && words <= WINDOW_WORDS);
+        // Read-ahead stays in the page of the record it was made for.
+        assert_eq!(addr / PAGE, (addr + 8 * words as u64 - 1) / PAGE, "{addr:#x}+{words}");
+    }
+}
+
+#[test]
+fn windowed_reads_a_record_that_straddles_a_page_end() {
+    let sp = 0x7ffd_0000_0000u64;
+    let fp = sp + PAGE - 8; // next fp in this page, return address in the next
+    let mut mem = Mem::default();
+    mem.0.insert(fp, 0);
+    mem.0.insert(fp + 8, 0x40_2000);
+    let regs = UserRegs { ip: 0x40_1000, sp, fp };
+    let mut win = windowed(&mem);
+    let mut out = [0u64; 8];
+    assert_eq!(walk(&mut win, regs, USER_END, &mut out), (2, Stop::End));
+    assert_eq!(win.reader().1, vec![(fp, 2)]);
+}
+
+#[test]
+fn windowed_reads_stop_at_the_same_fault_as_direct_reads() {
+    for hole in 0..10 {
+        let (mut mem, regs, _) = chain(10);
+        let mut fp = regs.fp;
+        for _ in 0..hole {
+            fp = mem.0[&fp];
+        }
+        mem.0.remove(&(fp + 8));
+        let mut direct = [0u64; 64];
+        let mut win_out = [0u64; 64];
+        let d = walk(&mut mem, regs, USER_END, &mut direct);
+        let w = walk(&mut windowed(&mem), regs, USER_END, &mut win_out);
+        assert_eq!(d, (hole + 1, Stop::Fault));
+        assert_eq!(w, d);
+        assert_eq!(direct, win_out);
+    }
 }
 
 #[test]
@@ -156,8 +235,12 @@ fn random_memory_never_loops_or_overflows() {
             fp: sp + (rnd() % 0x200),
         };
         let mut out = [0u64; 32];
-        let (n, _) = walk(&mut mem, regs, USER_END, &mut out);
+        let mut win_out = [0u64; 32];
+        let w = walk(&mut windowed(&mem), regs, USER_END, &mut win_out);
+        let (n, stop) = walk(&mut mem, regs, USER_END, &mut out);
         assert!(n <= out.len());
         assert!(mem.1 <= out.len());
+        assert_eq!(w, (n, stop), "windowed and direct reads walk alike");
+        assert_eq!(win_out, out);
     }
 }
