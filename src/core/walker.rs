@@ -85,9 +85,7 @@ impl<R: WordReader> UserMemory for Windowed<R> {
         let to_page_end = self.page_size.wrapping_sub(in_page) / 8;
         let want = (to_page_end as usize).clamp(2, WINDOW_WORDS);
         // INVARIANT: `len` words were read at `base`.
-        let Some(window) = self.words.get_mut(..want) else {
-            return None;
-        };
+        let window = self.words.get_mut(..want)?;
         self.base = fp;
         self.len = self.reader.read_words(fp, window).min(want);
         self.cached(fp)

@@ -91,11 +91,19 @@ fn windowed_reads_give_the_same_walk_with_fewer_reads() {
     assert_eq!(walk(&mut win, regs, USER_END, &mut out), (101, Stop::End));
     assert_eq!(&out[..101], &expected[..]);
     let calls = &win.reader().1;
-    assert!(calls.len() <= 100 / 4, "{} reads for 100 frames", calls.len());
+    assert!(
+        calls.len() <= 100 / 4,
+        "{} reads for 100 frames",
+        calls.len()
+    );
     for &(addr, words) in calls {
-        assert!(words >= 2 && words <= WINDOW_WORDS);
+        assert!((2..=WINDOW_WORDS).contains(&words));
         // Read-ahead stays in the page of the record it was made for.
-        assert_eq!(addr / PAGE, (addr + 8 * words as u64 - 1) / PAGE, "{addr:#x}+{words}");
+        assert_eq!(
+            addr / PAGE,
+            (addr + 8 * words as u64 - 1) / PAGE,
+            "{addr:#x}+{words}"
+        );
     }
 }
 
@@ -106,7 +114,11 @@ fn windowed_reads_a_record_that_straddles_a_page_end() {
     let mut mem = Mem::default();
     mem.0.insert(fp, 0);
     mem.0.insert(fp + 8, 0x40_2000);
-    let regs = UserRegs { ip: 0x40_1000, sp, fp };
+    let regs = UserRegs {
+        ip: 0x40_1000,
+        sp,
+        fp,
+    };
     let mut win = windowed(&mem);
     let mut out = [0u64; 8];
     assert_eq!(walk(&mut win, regs, USER_END, &mut out), (2, Stop::End));
