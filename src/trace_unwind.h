@@ -5,10 +5,10 @@
  * They are not emitted through their tracepoints: src/ftrace.c writes them straight into
  * the ring buffer of each instance that has options/userstacktrace_delay set, as the
  * kernel's own <user stack trace> is. TRACE_EVENT() gives them their type ids, format
- * files (so trace-cmd and libtraceevent parse them) and text output.
+ * files in events/unwind/ (so trace-cmd and libtraceevent parse them) and text output.
  */
 #undef TRACE_SYSTEM
-#define TRACE_SYSTEM ftrace
+#define TRACE_SYSTEM unwind
 
 #if !defined(_TRACE_UNWIND_H) || defined(TRACE_HEADER_MULTI_READ)
 #define _TRACE_UNWIND_H

@@ -450,6 +450,9 @@ impl Parser {
                 stats.ignored_lines += 1;
             } else if trimmed.contains("user_unwind_") || trimmed.contains("file_cache:") {
                 stats.malformed += 1;
+            } else if trimmed.contains("[UNKNOWN EVENT]") {
+                // trace-cmd report of an event whose format trace.dat lacks
+                stats.undecoded_events += 1;
             } else {
                 stats.ignored_lines += 1;
             }

@@ -13,6 +13,8 @@ pub struct Stats {
     pub orphan_frame_lines: u64,
     pub truncated_stacks: u64,
     pub lost_reported: u64,
+    /// `[UNKNOWN EVENT]` lines: trace-cmd had no format for them.
+    pub undecoded_events: u64,
     // events
     pub events: u64,
     pub cookies: u64,
@@ -46,6 +48,7 @@ impl Stats {
             + self.orphan_frame_lines
             + self.truncated_stacks
             + self.lost_reported
+            + self.undecoded_events
             + self.cookies_without_event
             + self.cookies_without_stack
             + self.stacks_without_cookie
@@ -73,6 +76,10 @@ impl fmt::Display for Stats {
             ),
             ("truncated stacks", self.truncated_stacks),
             ("events lost (reported by the tracer)", self.lost_reported),
+            (
+                "events trace-cmd could not decode (no format)",
+                self.undecoded_events,
+            ),
             ("events", self.events),
             ("user_unwind_cookie events", self.cookies),
             ("user_unwind_stack events", self.stacks),
@@ -106,6 +113,15 @@ impl fmt::Display for Stats {
         writeln!(f, "ustack summary:")?;
         for (name, v) in rows {
             writeln!(f, "  {name:<50} {v:>10}")?;
+        }
+        if self.undecoded_events > 0 {
+            writeln!(
+                f,
+                "ustack: trace-cmd could not decode {} events: if they are the unwind \
+                 events, record with `-e unwind` (trace-cmd saves the formats of the \
+                 systems named with -e only)",
+                self.undecoded_events
+            )?;
         }
         Ok(())
     }

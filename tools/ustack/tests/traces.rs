@@ -202,6 +202,22 @@ fn interleaved_tasks() {
 }
 
 #[test]
+fn undecoded_events_point_at_dash_e_unwind() {
+    // trace-cmd report of a trace.dat recorded without `-e unwind`.
+    let text = "\
+cpus=2
+            demo-91    [000]    12.000100: sys_enter_getppid:    
+[UNKNOWN EVENT][UNKNOWN EVENT] (NULL):               [UNKNOWN EVENT]
+[UNKNOWN EVENT][UNKNOWN EVENT] (NULL):               [UNKNOWN EVENT]
+";
+    let (_, e) = Engine::run_text(text);
+    assert_eq!(e.stats.undecoded_events, 2);
+    assert_eq!(e.stats.cookies, 0);
+    assert!(e.stats.has_problems());
+    assert!(e.stats.to_string().contains("record with `-e unwind`"));
+}
+
+#[test]
 fn lost_events_are_counted() {
     let text = "\
  t-5 [0] 1.0: e1: lost cookie
