@@ -105,6 +105,13 @@ void ud_vfree(void *p);
 void ud_msleep(unsigned int ms);
 void ud_pr_warn_table_full(void);
 
+/* --- The address space of a stack being resolved (src/ftrace.c) ----------------------- */
+
+/* The mapping of @ctx's address space that contains @addr: false if none. */
+bool ud_stack_lookup(void *ctx, ud_u64 addr, struct ud_mapping *mapping);
+/* A run of frames in @file starts: its hash (and the file's announcement, if due). */
+unsigned int ud_stack_file_run(void *ctx, void *file);
+
 /* --- Implemented in Rust, called from C --------------------------------------------- */
 
 void ud_rs_task_work(struct callback_head *head);
@@ -117,7 +124,13 @@ void ud_rs_stats(struct ud_stats *out);
 /* ftrace integration (src/ftrace.rs): the pure decisions of src/ftrace.c. */
 int ud_rs_parse_bool_option(const char *buf, unsigned long len);
 unsigned int ud_rs_fold_file_hash(ud_u64 hash);
-ud_u64 ud_rs_file_offset(ud_u64 addr, ud_u64 vm_start, ud_u64 pgoff, unsigned int page_shift);
+/*
+ * Resolves @nr user addresses @frames into file offsets and hashes (the arrays of a
+ * user_unwind_stack event), calling back ud_stack_lookup() when a frame leaves the previous
+ * frame's mapping and ud_stack_file_run() when a run of frames in a file starts.
+ */
+void ud_rs_resolve_stack(void *ctx, const ud_u64 *frames, ud_u64 *offsets,
+			 unsigned int *hashes, unsigned int nr);
 void *ud_rs_file_cache_new(void);
 void ud_rs_file_cache_free(void *cache);
 bool ud_rs_file_cache_use(void *cache, ud_u64 generation, unsigned int hash);

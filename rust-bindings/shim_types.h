@@ -23,6 +23,14 @@ typedef void (*unwind_callback_fn)(struct unwind_work *work, struct unwind_stack
 #define UD_NR_COUNTERS 32
 
 /* Counters shown in debugfs (unwind_deferred/stats). Keep in sync with ud_stats_show(). */
+/* A mapping of the task's address space, for the stack resolver (src/core/resolve.rs). */
+struct ud_mapping {
+	ud_u64 start;
+	ud_u64 end;
+	ud_u64 pgoff;
+	void *file;	/* struct file *, or NULL for anonymous memory */
+};
+
 struct ud_stats {
 	ud_u64 requests;
 	ud_u64 requests_nmi;

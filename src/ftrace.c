@@ -389,25 +389,77 @@ static u32 ud_file_hash(const struct file *file)
 	return ud_rs_fold_file_hash(siphash_1u64((u64)(unsigned long)file, &ud_file_key));
 }
 
+/* The address space of a stack being resolved (ud_rs_resolve_stack()'s context). */
+struct ud_stack_space {
+	struct mm_struct	*mm;	/* mmap lock held for reading */
+	struct ud_instance	*inst;
+	u64			cache_gen;
+	struct ud_file_pending	*pending;	/* files to announce */
+	bool			error;
+};
+
+bool ud_stack_lookup(void *ctx, u64 addr, struct ud_mapping *m)
+{
+	struct ud_stack_space *space = ctx;
+	struct vm_area_struct *vma = vma_lookup(space->mm, addr);
+
+	if (!vma)
+		return false;
+	m->start = vma->vm_start;
+	m->end = vma->vm_end;
+	m->pgoff = vma->vm_pgoff;
+	m->file = vma->vm_file;
+	return true;
+}
+
+unsigned int ud_stack_file_run(void *ctx, void *file)
+{
+	struct ud_stack_space *space = ctx;
+	struct ud_file_pending *p;
+	u32 hash = ud_file_hash(file);
+	bool announce;
+
+	/*
+	 * Announce the file if this instance has not (recently). A use is counted per run of
+	 * frames in one file, not per frame, so that the reminder comes every so many stacks,
+	 * whatever their depth.
+	 */
+	spin_lock(&space->inst->cache_lock);
+	announce = ud_rs_file_cache_use(space->inst->file_cache, space->cache_gen, hash);
+	spin_unlock(&space->inst->cache_lock);
+	if (!announce)
+		return hash;
+	/*
+	 * Not described here: reading the build-id takes the file's inode lock, which ranks
+	 * above mmap_lock (a read that faults on its user buffer takes them in that order;
+	 * lockdep saw the inversion on 9p). Keep a reference and describe it after the walk.
+	 */
+	p = kmalloc(sizeof(*p), GFP_KERNEL);
+	if (!p) {
+		space->error = true;
+		return hash;
+	}
+	p->file = get_file(file);
+	p->hash = hash;
+	p->next = space->pending;
+	space->pending = p;
+	return hash;
+}
+
 static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace,
 			      u64 cookie)
 {
 	struct ud_instance *inst = container_of(work, struct ud_instance, work);
+	struct ud_stack_space space = { .mm = current->mm, .inst = inst };
 	struct ud_file_note *notes = NULL, *note;
-	struct ud_file_pending *pending = NULL, *p;
-	struct vm_area_struct *vma = NULL;
-	struct mm_struct *mm = current->mm;
-	struct file *last_file = NULL;
+	struct ud_file_pending *pending, *p;
 	struct trace_buffer *buffer;
 	struct trace_array *tr;
-	unsigned int i, nr = trace->nr, trace_ctx;
+	unsigned int nr = trace->nr, trace_ctx;
 	u64 *offsets = NULL;
 	u32 *hashes = NULL;
-	u32 last_hash = 0;
-	bool announce;
-	u64 gen;
 
-	if (!mm)
+	if (!space.mm)
 		nr = 0;
 	nr = min_t(unsigned int, nr, UD_MAX_STACK_ENTRIES);
 
@@ -422,67 +474,16 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 			return;
 		}
 		hashes = (u32 *)(offsets + nr);
-		mmap_read_lock(mm);
-		for (i = 0; i < nr; i++) {
-			unsigned long addr = trace->entries[i];
-
-			/* Consecutive frames in one mapping cost one lookup. */
-			if (!vma || addr < vma->vm_start || addr >= vma->vm_end) {
-				vma = find_vma(mm, addr);
-				if (vma && addr < vma->vm_start)
-					vma = NULL;
-			}
-			if (!vma) {
-				offsets[i] = addr;
-				hashes[i] = U32_MAX;
-				continue;
-			}
-			if (!vma->vm_file) {
-				offsets[i] = addr;
-				hashes[i] = 0;
-				continue;
-			}
-			offsets[i] = ud_rs_file_offset(addr, vma->vm_start, vma->vm_pgoff,
-							       PAGE_SHIFT);
-			if (vma->vm_file == last_file) {
-				hashes[i] = last_hash;
-				continue;
-			}
-			last_file = vma->vm_file;
-			last_hash = ud_file_hash(last_file);
-			hashes[i] = last_hash;
-
-			/*
-			 * Announce the file if this instance has not (recently). A use is counted
-			 * per run of frames in one file, not per frame, so that the reminder comes
-			 * every so many stacks, whatever their depth.
-			 */
-			gen = atomic64_read(&inst->cache_gen);
-			spin_lock(&inst->cache_lock);
-			announce = ud_rs_file_cache_use(inst->file_cache, gen, last_hash);
-			spin_unlock(&inst->cache_lock);
-			if (announce) {
-				/*
-				 * Not described here: reading the build-id takes the file's
-				 * inode lock, which ranks above mmap_lock (a read that faults
-				 * on its user buffer takes them in that order; lockdep saw the
-				 * inversion on 9p). Keep a reference and describe it below.
-				 */
-				p = kmalloc(sizeof(*p), GFP_KERNEL);
-				if (p) {
-					p->file = get_file(last_file);
-					p->hash = last_hash;
-					p->next = pending;
-					pending = p;
-				} else {
-					ud_count(errors);
-				}
-			}
-		}
-		mmap_read_unlock(mm);
+		space.cache_gen = atomic64_read(&inst->cache_gen);
+		mmap_read_lock(space.mm);
+		ud_rs_resolve_stack(&space, (const u64 *)trace->entries, offsets, hashes, nr);
+		mmap_read_unlock(space.mm);
+		if (space.error)
+			ud_count(errors);
 	}
 
 	/* Without the mmap lock: path and build-id of the files to announce. */
+	pending = space.pending;
 	while (pending) {
 		p = pending;
 		pending = p->next;

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The decisions of the ftrace integration (src/ftrace.c), as FFI entry points over the pure
-//! logic: option parsing, file hash folding, file offsets, and the per-instance file cache.
+//! logic: option parsing, file hash folding, resolving stacks into file offsets and hashes,
+//! and the per-instance file cache.
 
 use kernel::prelude::*;
 
+use core::ffi::c_void;
+
+use crate::ffi;
 use crate::logic::file_cache::FileCache;
+use crate::logic::resolve::{resolve, AddressSpace, Mapping};
 use crate::logic::{file_id, option};
 
 /// Parses a write to `options/userstacktrace_delay`: 0 or 1, or -EINVAL.
@@ -28,10 +33,51 @@ pub(crate) extern "C" fn ud_rs_fold_file_hash(hash: u64) -> u32 {
     file_id::fold_file_hash(hash)
 }
 
-/// The file offset of `addr` in its mapping.
+/// The address space of a stack being resolved: ftrace.c's callbacks with their context.
+struct StackSpace(*mut c_void);
+
+impl AddressSpace for StackSpace {
+    fn lookup(&mut self, addr: u64) -> Option<Mapping> {
+        let mut m = ffi::ud_mapping { start: 0, end: 0, pgoff: 0, file: core::ptr::null_mut() };
+        // SAFETY: `self.0` is the context ftrace.c passed to `ud_rs_resolve_stack` (its mmap
+        // lock is held for the whole call); `m` is valid for writing.
+        if !unsafe { ffi::ud_stack_lookup(self.0, addr, &mut m) } {
+            return None;
+        }
+        Some(Mapping { start: m.start, end: m.end, pgoff: m.pgoff, file: m.file as usize })
+    }
+
+    fn file_run(&mut self, file: usize) -> u32 {
+        // SAFETY: as above; `file` is the `vm_file` of a mapping `lookup` returned, pinned by
+        // its mapping while the mmap lock is held.
+        unsafe { ffi::ud_stack_file_run(self.0, file as *mut c_void) }
+    }
+}
+
+/// Resolves a stack for a `user_unwind_stack` event (see [`resolve`]).
+///
+/// # Safety
+///
+/// `frames` is valid for reading and `offsets`, `hashes` for writing `nr` elements; `ctx`
+/// is what `ud_stack_lookup()` and `ud_stack_file_run()` expect, valid during the call.
 #[no_mangle]
-pub(crate) extern "C" fn ud_rs_file_offset(addr: u64, vm_start: u64, pgoff: u64, page_shift: u32) -> u64 {
-    file_id::file_offset(addr, vm_start, pgoff, page_shift)
+pub(crate) unsafe extern "C" fn ud_rs_resolve_stack(
+    ctx: *mut c_void,
+    frames: *const u64,
+    offsets: *mut u64,
+    hashes: *mut u32,
+    nr: u32,
+) {
+    let nr = nr as usize;
+    // SAFETY: guaranteed by our caller (three distinct arrays of `nr` elements).
+    let (frames, offsets, hashes) = unsafe {
+        (
+            core::slice::from_raw_parts(frames, nr),
+            core::slice::from_raw_parts_mut(offsets, nr),
+            core::slice::from_raw_parts_mut(hashes, nr),
+        )
+    };
+    resolve(&mut StackSpace(ctx), kernel::page::PAGE_SHIFT as u32, frames, offsets, hashes);
 }
 
 /// A new, empty per-instance file cache (null when out of memory).

@@ -8,6 +8,7 @@ pub mod cookie;
 pub mod file_cache;
 pub mod file_id;
 pub mod option;
+pub mod resolve;
 pub mod sync;
 pub mod task_state;
 pub mod task_table;

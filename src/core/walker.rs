@@ -62,6 +62,7 @@ impl<R: WordReader> Windowed<R> {
         &self.reader
     }
 
+    #[inline]
     fn cached(&self, fp: u64) -> Option<[u64; 2]> {
         if fp % 8 != 0 {
             return None;
@@ -76,6 +77,7 @@ impl<R: WordReader> Windowed<R> {
 }
 
 impl<R: WordReader> UserMemory for Windowed<R> {
+    #[inline]
     fn read_frame(&mut self, fp: u64) -> Option<[u64; 2]> {
         if let Some(record) = self.cached(fp) {
             return Some(record);
