@@ -95,6 +95,9 @@ static unsigned int (*ud_tracing_gen_ctx_irq_test)(unsigned int irqs_status);
 static struct trace_array *ud_global_trace;
 static struct list_head *ud_trace_arrays;
 static struct mutex *ud_trace_types_lock;
+static void (*ud_ring_buffer_nest_start)(struct trace_buffer *buffer);
+static void (*ud_ring_buffer_nest_end)(struct trace_buffer *buffer);
+static struct ring_buffer_event * __percpu *ud_trace_buffered_event;
 
 /* Per-CPU like the core's counters: the cookie counter is bumped for every event. */
 struct ud_ftrace_counts {
@@ -250,10 +253,27 @@ struct ud_commit_args {
 	unsigned int		trace_ctx;
 };
 
+/* The cookie of the current kernel entry, written into @buffer (preemption is off). */
+static void ud_commit_cookie(struct ud_instance *inst, struct trace_buffer *buffer,
+			     unsigned int trace_ctx)
+{
+	u64 cookie;
+
+	if (ud_rs_request(&inst->work, &cookie) < 0)
+		return;	/* counted by the core (not a user task, table full, ...) */
+	if (ud_write_cookie(buffer, cookie, trace_ctx))
+		ud_count(cookies);
+	else
+		ud_count(cookies_lost);
+}
+
 static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
 	struct ud_commit_args *args = (void *)ri->data;
+	struct ring_buffer_event *event;
+	struct trace_buffer *buffer;
 	struct ud_instance *inst;
+	unsigned int trace_ctx;
 
 	/* Kernel threads have no user stack; skip them before any other work. */
 	if (current->flags & PF_KTHREAD)
@@ -261,27 +281,47 @@ static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 	inst = ud_find_instance((struct trace_array *)regs_get_kernel_argument(regs, 0));
 	if (!inst || !READ_ONCE(inst->enabled))
 		return 1;
+	buffer = (struct trace_buffer *)regs_get_kernel_argument(regs, 1);
+	event = (struct ring_buffer_event *)regs_get_kernel_argument(regs, 2);
+	trace_ctx = regs_get_kernel_argument(regs, 3);
+
+	/*
+	 * The event is reserved in the ring buffer and about to be committed: an event
+	 * reserved now, nested in it as ring_buffer_nest_start() allows, lands right after
+	 * it. Writing here spares the return probe, which costs about as much as the cookie.
+	 *
+	 * Not so for an event built in this CPU's trace_buffered_event (a filtered or
+	 * soft-disabled event file): the commit copies it into the ring buffer, so a cookie
+	 * written now would precede it. Nor when the instance has options/stacktrace or
+	 * userstacktrace set: the cookie comes after ftrace's own <stack trace> and <user
+	 * stack trace> of the event, which are written after the commit. In both cases the
+	 * cookie is written on return. (If an option flips between here and the function's
+	 * own test, one event gets its cookie before its synchronous stack: readers treat
+	 * those as parts of the event either way.)
+	 */
+	if (event != this_cpu_read(*ud_trace_buffered_event) &&
+	    !(READ_ONCE(inst->tr->trace_flags) & (TRACE_ITER_STACKTRACE | TRACE_ITER_USERSTACKTRACE))) {
+		ud_ring_buffer_nest_start(buffer);
+		ud_commit_cookie(inst, buffer, trace_ctx);
+		ud_ring_buffer_nest_end(buffer);
+		return 1;
+	}
 	args->inst = inst;
-	args->buffer = (struct trace_buffer *)regs_get_kernel_argument(regs, 1);
-	args->trace_ctx = regs_get_kernel_argument(regs, 3);
+	args->buffer = buffer;
+	args->trace_ctx = trace_ctx;
 	return 0;
 }
 
 static int ud_commit_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
 	struct ud_commit_args *args = (void *)ri->data;
-	u64 cookie;
 
 	/*
-	 * The event is committed: the cookie lands right after it. The instance cannot have
-	 * been freed in between (we are in the same preempt-off kprobe section).
+	 * The buffered event is committed (copied into the ring buffer): the cookie lands
+	 * right after it. The instance cannot have been freed in between (we are in the same
+	 * preempt-off kprobe section).
 	 */
-	if (ud_rs_request(&args->inst->work, &cookie) < 0)
-		return 0;	/* counted by the core (not a user task, table full, ...) */
-	if (ud_write_cookie(args->buffer, cookie, args->trace_ctx))
-		ud_count(cookies);
-	else
-		ud_count(cookies_lost);
+	ud_commit_cookie(args->inst, args->buffer, args->trace_ctx);
 	return 0;
 }
 
@@ -889,7 +929,11 @@ static int ud_resolve(void)
 	ud_global_trace = ud_ksym("global_trace");
 	ud_trace_arrays = ud_ksym("ftrace_trace_arrays");
 	ud_trace_types_lock = ud_ksym("trace_types_lock");
-	if (!ud_tracefs_create_file || !ud_tracefs_remove || !ud_build_id_parse_file ||
+	ud_ring_buffer_nest_start = ud_ksym("ring_buffer_nest_start");
+	ud_ring_buffer_nest_end = ud_ksym("ring_buffer_nest_end");
+	ud_trace_buffered_event = ud_ksym("trace_buffered_event");
+	if (!ud_ring_buffer_nest_start || !ud_ring_buffer_nest_end || !ud_trace_buffered_event ||
+	    !ud_tracefs_create_file || !ud_tracefs_remove || !ud_build_id_parse_file ||
 	    !ud_tracing_gen_ctx_irq_test || !ud_global_trace || !ud_trace_arrays ||
 	    !ud_trace_types_lock)
 		return -ENOENT;

@@ -8,10 +8,15 @@
  * and fails its feature (or the load) with one clear message naming the symbol.
  *
  * Symbols resolved this way (Linux 6.12):
- *   task_work_cancel      unload: take back a queued task work
- *   tracefs_create_file   options/userstacktrace_delay in each instance
+ *   task_work_cancel            unload: take back a queued task work
+ *   tracefs_create_file         options/userstacktrace_delay in each instance
  *   tracefs_remove
- *   build_id_parse        the GNU build-id of a mapped file for file_cache
+ *   build_id_parse_file         the GNU build-id of a mapped file for file_cache
+ *   tracing_gen_ctx_irq_test    the flags of the events the module writes
+ *   global_trace, ftrace_trace_arrays, trace_types_lock
+ *                               the tracing instances (kernel/trace/trace.c)
+ *   ring_buffer_nest_start/end  the cookie, written nested in the event it follows
+ *   trace_buffered_event        (per-CPU) events that are copied in at commit
  *
  * Calling through such a pointer is an indirect call: with CONFIG_X86_KERNEL_IBT the
  * target must start with ENDBR, which every function whose address is taken in the
