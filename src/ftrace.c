@@ -327,6 +327,7 @@ static int ud_commit_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 
 static struct kretprobe ud_commit_probe = {
 	.kp.symbol_name	= "trace_buffer_unlock_commit_regs",
+	.kp.flags	= KPROBE_FLAG_DISABLED,	/* armed while an instance has the option */
 	.entry_handler	= ud_commit_entry,
 	.handler	= ud_commit_return,
 	.data_size	= sizeof(struct ud_commit_args),
@@ -568,6 +569,86 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 	kfree(offsets);
 }
 
+/* --- Arming the commit probe ----------------------------------------------------------- */
+
+/*
+ * The commit probe costs every event of every instance (a kprobe hit and a lookup), so it
+ * is armed only while some instance has the option set: loaded but unused, the module
+ * costs trace events nothing. Arming and disarming patch kernel text and sleep; they are
+ * serialised here and always follow the current state of the options, so concurrent
+ * toggles end with the probe armed exactly when an option is set.
+ */
+static DEFINE_MUTEX(ud_commit_probe_lock);
+static bool ud_commit_probe_registered;	/* false again once unload has unregistered it */
+static bool ud_commit_probe_armed;
+
+static void ud_commit_probe_update(void)
+{
+	struct ud_instance *inst;
+	bool want = false;
+	int i, ret;
+
+	mutex_lock(&ud_commit_probe_lock);
+	rcu_read_lock_sched();
+	for_each_published_instance(i, inst)
+		want |= READ_ONCE(inst->enabled);
+	rcu_read_unlock_sched();
+	if (ud_commit_probe_registered && want != ud_commit_probe_armed) {
+		ret = want ? enable_kretprobe(&ud_commit_probe) : disable_kretprobe(&ud_commit_probe);
+		if (ret)
+			pr_warn_once("unwind_deferred: cannot %s the commit probe: %d\n",
+				     want ? "arm" : "disarm", ret);
+		else
+			ud_commit_probe_armed = want;
+	}
+	mutex_unlock(&ud_commit_probe_lock);
+}
+
+/*
+ * From atomic context (a kprobe handler): update before the current task returns to user
+ * space (a write to trace_options sees the probe armed when it returns), or from the
+ * workqueue for a kernel thread or when the task work cannot be queued.
+ */
+struct ud_deferred_update {
+	struct callback_head	twork;
+	struct work_struct	work;
+};
+static atomic_t ud_updates_in_flight = ATOMIC_INIT(0);
+
+static void ud_deferred_update_finish(struct ud_deferred_update *u)
+{
+	ud_commit_probe_update();
+	kfree(u);
+	atomic_dec(&ud_updates_in_flight);	/* last access to module data (see ud_ftrace_exit) */
+}
+
+static void ud_deferred_update_twork(struct callback_head *head)
+{
+	ud_deferred_update_finish(container_of(head, struct ud_deferred_update, twork));
+}
+
+static void ud_deferred_update_work(struct work_struct *w)
+{
+	ud_deferred_update_finish(container_of(w, struct ud_deferred_update, work));
+}
+
+static void ud_commit_probe_update_soon(void)
+{
+	struct ud_deferred_update *u = kzalloc(sizeof(*u), GFP_ATOMIC);
+
+	if (!u) {
+		pr_warn_once("unwind_deferred: out of memory: the commit probe may stay %s\n",
+			     ud_commit_probe_armed ? "armed" : "disarmed");
+		return;
+	}
+	atomic_inc(&ud_updates_in_flight);
+	init_task_work(&u->twork, ud_deferred_update_twork);
+	if ((current->flags & PF_KTHREAD) || task_work_add(current, &u->twork, TWA_RESUME)) {
+		INIT_WORK(&u->work, ud_deferred_update_work);
+		queue_work(ud_wq, &u->work);
+	}
+}
+
 /* --- options/userstacktrace_delay ----------------------------------------------------- */
 
 static ssize_t ud_option_read(struct file *filp, char __user *ubuf, size_t cnt, loff_t *ppos)
@@ -596,6 +677,7 @@ static ssize_t ud_option_write(struct file *filp, const char __user *ubuf, size_
 		WRITE_ONCE(inst->enabled, !!val);
 		ud_reset_file_cache(inst);
 	}
+	ud_commit_probe_update();
 	*ppos += cnt;
 	return cnt;
 }
@@ -686,6 +768,8 @@ static int ud_set_option_return(struct kretprobe_instance *ri, struct pt_regs *r
 	if (READ_ONCE(args->inst->enabled) != args->value) {
 		WRITE_ONCE(args->inst->enabled, args->value);
 		ud_reset_file_cache(args->inst);
+		/* We hold trace_types_lock and event_mutex here, and cannot sleep. */
+		ud_commit_probe_update_soon();
 	}
 	regs_set_return_value(regs, 0);
 	return 0;
@@ -717,6 +801,8 @@ static void ud_instance_release(struct work_struct *w)
 	unwind_deferred_cancel(&inst->work);
 	synchronize_rcu();
 	ud_instance_put(inst);
+	/* The instance may have been the last one with the option set. */
+	ud_commit_probe_update();
 }
 
 /* Called with trace_types_lock held. */
@@ -916,6 +1002,7 @@ void ud_ftrace_stats_show(struct seq_file *m)
 	P(errors); P(build_id_reads);
 #undef P
 	seq_printf(m, "ftrace_commit_probe_missed: %d\n", ud_commit_probe.nmissed);
+	seq_printf(m, "ftrace_commit_probe_armed: %d\n", READ_ONCE(ud_commit_probe_armed));
 }
 
 /* --- Set-up and tear-down --------------------------------------------------------------- */
@@ -969,15 +1056,23 @@ int ud_ftrace_init(void)
 		ud_add_instance(tr);
 	mutex_unlock(ud_trace_types_lock);
 
-	ret = register_kretprobe(&ud_commit_probe);
+	ret = register_kretprobe(&ud_commit_probe);	/* disarmed: no option is set yet */
 	if (ret) {
 		pr_err("unwind_deferred: cannot probe trace_buffer_unlock_commit_regs: %d\n", ret);
 		goto err_instances;
 	}
+	/* An option written since the instances got their files is applied now. */
+	mutex_lock(&ud_commit_probe_lock);
+	ud_commit_probe_registered = true;
+	mutex_unlock(&ud_commit_probe_lock);
+	ud_commit_probe_update();
 	ret = register_kretprobe(&ud_set_option_probe);
 	if (ret) {
 		pr_err("unwind_deferred: cannot probe trace_set_options: %d\n", ret);
+		mutex_lock(&ud_commit_probe_lock);
 		unregister_kretprobe(&ud_commit_probe);
+		ud_commit_probe_registered = false;
+		mutex_unlock(&ud_commit_probe_lock);
 		goto err_instances;
 	}
 	return 0;
@@ -1012,8 +1107,14 @@ void ud_ftrace_exit(void)
 	while (atomic_read(&ud_creations_in_flight))
 		msleep(10);
 	unregister_kretprobe(&ud_set_option_probe);
+	/* Updates queued by that probe run before their writers return to user space. */
+	while (atomic_read(&ud_updates_in_flight))
+		msleep(10);
 	ud_ftrace_exit_instances();
+	mutex_lock(&ud_commit_probe_lock);
 	unregister_kretprobe(&ud_commit_probe);
+	ud_commit_probe_registered = false;	/* the release works below leave it alone */
+	mutex_unlock(&ud_commit_probe_lock);
 	for (i = 1; i < ARRAY_SIZE(ud_kprobes); i++)
 		unregister_kprobe(&ud_kprobes[i]);
 	/* Runs every release work: cancels the unwind works and frees the instances. */
