@@ -273,12 +273,15 @@ static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 	struct ring_buffer_event *event;
 	struct trace_buffer *buffer;
 	struct ud_instance *inst;
+	struct trace_array *tr;
 	unsigned int trace_ctx;
 
 	/* Kernel threads have no user stack; skip them before any other work. */
 	if (current->flags & PF_KTHREAD)
 		return 1;
-	inst = ud_find_instance((struct trace_array *)regs_get_kernel_argument(regs, 0));
+	/* Not inst->tr below: the instance may be unpublished meanwhile (tr stays valid). */
+	tr = (struct trace_array *)regs_get_kernel_argument(regs, 0);
+	inst = ud_find_instance(tr);
 	if (!inst || !READ_ONCE(inst->enabled))
 		return 1;
 	buffer = (struct trace_buffer *)regs_get_kernel_argument(regs, 1);
@@ -300,7 +303,7 @@ static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 	 * those as parts of the event either way.)
 	 */
 	if (event != this_cpu_read(*ud_trace_buffered_event) &&
-	    !(READ_ONCE(inst->tr->trace_flags) & (TRACE_ITER_STACKTRACE | TRACE_ITER_USERSTACKTRACE))) {
+	    !(READ_ONCE(tr->trace_flags) & (TRACE_ITER_STACKTRACE | TRACE_ITER_USERSTACKTRACE))) {
 		ud_ring_buffer_nest_start(buffer);
 		ud_commit_cookie(inst, buffer, trace_ctx);
 		ud_ring_buffer_nest_end(buffer);
