@@ -234,7 +234,7 @@ fn random_memory_never_loops_or_overflows() {
         let mut mem = Mem::default();
         for i in 0..64u64 {
             let v = match rnd() % 4 {
-                0 => sp + (rnd() % 0x400) & !7,
+                0 => (sp + (rnd() % 0x400)) & !7,
                 1 => rnd(),
                 2 => 0,
                 _ => sp + i * 8 + 8,
