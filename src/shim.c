@@ -275,8 +275,22 @@ static void ud_find_tracepoint(struct tracepoint *tp, void *priv)
 static DEFINE_PER_CPU(struct user_return_notifier, ud_urn);
 static enum cpuhp_state ud_cpuhp_state;
 
+/*
+ * Defined in Rust (src/tasks.rs): at least the number of tasks that have a slot in the
+ * table, so 0 means none does. Not in rust-bindings/shim.h, which only declares functions.
+ */
+extern unsigned long ud_rs_live_slots;
+
 static void ud_on_user_return(struct user_return_notifier *urn)
 {
+	/*
+	 * This runs at every return to user space of every task. A task that requested in
+	 * this entry has a slot (it made one before its request), counted before it was
+	 * claimed, on this CPU or before a migration (which orders it): a 0 here means there
+	 * is nothing to reset, and spares the call into Rust and the lookup.
+	 */
+	if (!READ_ONCE(ud_rs_live_slots))
+		return;
 	ud_rs_on_user_return();
 }
 

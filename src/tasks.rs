@@ -9,7 +9,7 @@
 
 use core::cell::UnsafeCell;
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use kernel::prelude::*;
 
@@ -29,6 +29,13 @@ pub(crate) struct TaskEntry {
     /// The cached stack of this entry (allocated at the first unwind, in task context).
     pub(crate) cache: AtomicPtr<StackCache>,
 }
+
+/// Slots owned in the table, or more (see [`TaskTable`]): the C user-return notifier reads
+/// it to skip the lookup while no task has a slot, which is every return to user space of
+/// every task while the module is loaded and unused.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub(crate) static ud_rs_live_slots: AtomicUsize = AtomicUsize::new(0);
 
 /// The table: slots' ownership words and their entries, same index.
 ///
@@ -71,6 +78,8 @@ impl Tasks {
             }
             return Err(ENOMEM);
         }
+        // A new table owns no slot (a previous load's count went away with its module).
+        ud_rs_live_slots.store(0, Ordering::Release);
         // INVARIANT: both arrays are zeroed vzalloc memory of `len` elements, and `len` is a
         // power of two no smaller than PROBE_WINDOW.
         Ok(Self { owners, entries, len })
@@ -88,8 +97,9 @@ impl Tasks {
     }
 
     fn table(&self) -> TaskTable<'_> {
-        // The length was validated at construction (type invariant).
-        TaskTable::new(self.slots()).expect("table size checked at construction")
+        // The length was validated at construction (type invariant); there is one table per
+        // load, so the one counter is its own.
+        TaskTable::new(self.slots(), &ud_rs_live_slots).expect("table size checked at construction")
     }
 
     /// The entry of `task`, creating it if needed. NMI-safe.

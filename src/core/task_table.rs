@@ -87,23 +87,34 @@ impl<F: FnMut()> Interleave for F {
     }
 }
 
-/// A view of the slot array.
+/// A view of the slot array and its count of owned slots.
 ///
 /// # Invariants
 ///
-/// `slots.len()` is a power of two, at least [`PROBE_WINDOW`].
+/// * `slots.len()` is a power of two, at least [`PROBE_WINDOW`].
+/// * `live` ≥ the number of owned slots: like each slot's `homed`, it is raised before a
+///   claim and lowered after a release, so a reader that sees 0 knows that no task has a
+///   slot (the return-to-user path uses this to skip the lookup altogether).
 pub struct TaskTable<'a> {
     slots: &'a [Slot],
+    live: &'a AtomicUsize,
 }
 
 impl<'a> TaskTable<'a> {
     /// Returns `None` unless `slots.len()` is a power of two and at least [`PROBE_WINDOW`].
-    pub fn new(slots: &'a [Slot]) -> Option<Self> {
+    /// `live` counts the owned slots of `slots` (0 for a new table): every view of one
+    /// slot array must be given the same counter.
+    pub fn new(slots: &'a [Slot], live: &'a AtomicUsize) -> Option<Self> {
         if !slots.len().is_power_of_two() || slots.len() < PROBE_WINDOW {
             return None;
         }
-        // INVARIANT: checked just above.
-        Some(Self { slots })
+        // INVARIANT: checked just above; `live` is the array's counter (caller).
+        Some(Self { slots, live })
+    }
+
+    /// False only if no slot is owned (see the type's invariants).
+    pub fn any_owned(&self) -> bool {
+        self.live.load(Ordering::Acquire) != 0
     }
 
     /// The first slot of `key`'s window.
@@ -171,6 +182,7 @@ impl<'a> TaskTable<'a> {
             let claim = free.ok_or(TableFull)?;
             let homed = &self.slots[self.home(key)].homed;
             // Raised before the claim, so that no lookup can skip a slot we own.
+            self.live.fetch_add(1, Ordering::AcqRel);
             homed.fetch_add(1, Ordering::AcqRel);
             hook.step();
             let claimed = self.slots[claim]
@@ -180,6 +192,7 @@ impl<'a> TaskTable<'a> {
             hook.step();
             if !claimed {
                 homed.fetch_sub(1, Ordering::AcqRel);
+                self.live.fetch_sub(1, Ordering::AcqRel);
                 hook.step();
                 continue;
             }
@@ -193,6 +206,7 @@ impl<'a> TaskTable<'a> {
             if canonical != claim {
                 self.slots[claim].owner.store(FREE, Ordering::Release);
                 homed.fetch_sub(1, Ordering::AcqRel);
+                self.live.fetch_sub(1, Ordering::AcqRel);
                 hook.step();
             }
             return Ok(canonical);
@@ -211,6 +225,7 @@ impl<'a> TaskTable<'a> {
             self.slots[self.home(key)]
                 .homed
                 .fetch_sub(1, Ordering::AcqRel);
+            self.live.fetch_sub(1, Ordering::AcqRel);
         }
         released
     }

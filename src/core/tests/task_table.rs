@@ -4,6 +4,7 @@
 //! interruption points of the outer insertion.
 #![cfg(not(loom))]
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use unwind_core::task_table::{Slot, TableFull, TaskTable, PROBE_WINDOW};
 
 const KEY: usize = 0xffff_8880_0123_4540;
@@ -15,40 +16,52 @@ fn slots(n: usize) -> Vec<Slot> {
 #[test]
 fn insert_find_release() {
     let s = slots(64);
-    let t = TaskTable::new(&s).unwrap();
+    let live = AtomicUsize::new(0);
+    let t = TaskTable::new(&s, &live).unwrap();
+    assert!(!t.any_owned());
     assert_eq!(t.find(KEY), None);
     let i = t.find_or_insert(KEY).unwrap();
     assert_eq!(t.find(KEY), Some(i));
     assert_eq!(t.find_or_insert(KEY), Ok(i));
     assert_eq!(t.occupancy(), 1);
+    assert!(t.any_owned());
     assert!(t.release(i, KEY));
     assert!(!t.release(i, KEY));
     assert_eq!(t.occupancy(), 0);
+    assert!(!t.any_owned(), "the count of owned slots is back to 0");
 }
 
 #[test]
 fn rejects_bad_sizes() {
-    assert!(TaskTable::new(&slots(48)).is_none());
-    assert!(TaskTable::new(&slots(16)).is_none());
+    let live = AtomicUsize::new(0);
+    assert!(TaskTable::new(&slots(48), &live).is_none());
+    assert!(TaskTable::new(&slots(16), &live).is_none());
 }
 
 #[test]
 fn full_window_is_an_error_not_a_crash() {
     let s = slots(PROBE_WINDOW);
-    let t = TaskTable::new(&s).unwrap();
+    let live = AtomicUsize::new(0);
+    let t = TaskTable::new(&s, &live).unwrap();
     for k in 1..=PROBE_WINDOW {
         t.find_or_insert(k << 6).unwrap();
     }
     assert_eq!(t.find_or_insert(0xdead << 6), Err(TableFull));
     assert_eq!(t.occupancy(), PROBE_WINDOW);
+    assert_eq!(
+        live.load(Ordering::Relaxed),
+        PROBE_WINDOW,
+        "a failed insertion counts nothing"
+    );
 }
 
 #[test]
 fn many_short_lived_tasks_leave_table_as_before() {
     let s = slots(4096);
-    let t = TaskTable::new(&s).unwrap();
-    let live: Vec<usize> = (1..100).map(|k| k * 0x2c0).collect();
-    for &k in &live {
+    let live = AtomicUsize::new(0);
+    let t = TaskTable::new(&s, &live).unwrap();
+    let keep: Vec<usize> = (1..100).map(|k| k * 0x2c0).collect();
+    for &k in &keep {
         t.find_or_insert(k).unwrap();
     }
     let before = t.occupancy();
@@ -58,7 +71,8 @@ fn many_short_lived_tasks_leave_table_as_before() {
         assert!(t.release(i, key));
     }
     assert_eq!(t.occupancy(), before);
-    for &k in &live {
+    assert_eq!(live.load(Ordering::Relaxed), before);
+    for &k in &keep {
         assert!(t.find(k).is_some());
     }
 }
@@ -77,7 +91,8 @@ fn nested_insertions_agree_on_one_slot() {
             for nmi2_at in [None, Some(nmi1_at), Some(nmi1_at + 1), Some(nmi1_at + 3)] {
                 for release_at in 0..40 {
                     let s = slots(64);
-                    let t = TaskTable::new(&s).unwrap();
+                    let live = AtomicUsize::new(0);
+                    let t = TaskTable::new(&s, &live).unwrap();
                     // Other tasks' slots around KEY's window.
                     for &k in others.iter().take(4) {
                         let _ = t.find_or_insert(k);
@@ -91,6 +106,11 @@ fn nested_insertions_agree_on_one_slot() {
                     let mut hook = || {
                         let now = step.get();
                         step.set(now + 1);
+                        // At every step, no owned slot goes uncounted.
+                        assert!(
+                            live.load(Ordering::Relaxed) >= t.occupancy(),
+                            "live below owned"
+                        );
                         if now == nmi1_at || Some(now) == nmi2_at {
                             nmi_results
                                 .borrow_mut()
@@ -105,6 +125,11 @@ fn nested_insertions_agree_on_one_slot() {
                     let outer = t.find_or_insert_with(KEY, &mut hook).unwrap();
                     let canonical = t.find(KEY).unwrap();
                     assert_eq!(outer, canonical, "outer context got a non-canonical slot");
+                    assert_eq!(
+                        live.load(Ordering::Relaxed),
+                        t.occupancy(),
+                        "the count of owned slots is exact once every context is done"
+                    );
                     let owned: Vec<usize> = t.owned_by(KEY).collect();
                     let nmis = nmi_results.borrow();
                     if victim.is_none() {
