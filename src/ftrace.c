@@ -83,7 +83,6 @@ static int ud_instance_slots;
 		if (((inst) = rcu_dereference_sched(ud_instances[i])))
 static siphash_key_t ud_file_key;
 static struct workqueue_struct *ud_wq;
-static atomic_t ud_creations_in_flight = ATOMIC_INIT(0);
 
 /* Symbols that are not exported (src/ksyms.c). */
 static struct dentry *(*ud_tracefs_create_file)(const char *name, umode_t mode,
@@ -572,6 +571,56 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
 	kfree(offsets);
 }
 
+/* --- Work a kprobe handler cannot do itself ---------------------------------------------- */
+
+/*
+ * A kprobe handler cannot sleep, and ours often run with trace_types_lock held. What they
+ * need done in process context runs before the current task returns to user space (so the
+ * mkdir or write that triggered it sees it done when it returns), or from our workqueue
+ * for a kernel thread or a task that cannot take task works any more. @fn frees the
+ * containing object. Unload waits until none is in flight: a task work or work item must
+ * not outlive the module's text.
+ */
+struct ud_deferred {
+	struct callback_head	twork;
+	struct work_struct	work;
+	void			(*fn)(struct ud_deferred *d);
+};
+static atomic_t ud_deferred_in_flight = ATOMIC_INIT(0);
+
+static void ud_deferred_run(struct ud_deferred *d)
+{
+	d->fn(d);
+	atomic_dec(&ud_deferred_in_flight);	/* last access to module data */
+}
+
+static void ud_deferred_twork(struct callback_head *head)
+{
+	ud_deferred_run(container_of(head, struct ud_deferred, twork));
+}
+
+static void ud_deferred_work(struct work_struct *w)
+{
+	ud_deferred_run(container_of(w, struct ud_deferred, work));
+}
+
+static void ud_defer(struct ud_deferred *d, void (*fn)(struct ud_deferred *d))
+{
+	d->fn = fn;
+	atomic_inc(&ud_deferred_in_flight);
+	init_task_work(&d->twork, ud_deferred_twork);
+	if ((current->flags & PF_KTHREAD) || task_work_add(current, &d->twork, TWA_RESUME)) {
+		INIT_WORK(&d->work, ud_deferred_work);
+		queue_work(ud_wq, &d->work);
+	}
+}
+
+static void ud_deferred_wait(void)
+{
+	while (atomic_read(&ud_deferred_in_flight))
+		msleep(10);
+}
+
 /* --- Arming the commit probe ----------------------------------------------------------- */
 
 /*
@@ -582,8 +631,11 @@ static void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace
  * toggles end with the probe armed exactly when an option is set.
  */
 static DEFINE_MUTEX(ud_commit_probe_lock);
-static bool ud_commit_probe_registered;	/* false again once unload has unregistered it */
-static bool ud_commit_probe_armed;
+
+static bool ud_commit_probe_armed(void)
+{
+	return !kprobe_disabled(&ud_commit_probe.kp);
+}
 
 static void ud_commit_probe_update(void)
 {
@@ -596,60 +648,37 @@ static void ud_commit_probe_update(void)
 	for_each_published_instance(i, inst)
 		want |= READ_ONCE(inst->enabled);
 	rcu_read_unlock_sched();
-	if (ud_commit_probe_registered && want != ud_commit_probe_armed) {
+	/*
+	 * The probe is registered before any instance has the option file and unregistered
+	 * (which leaves it disabled) after every instance is unpublished: outside that time
+	 * there is nothing to want, so this never touches an unregistered probe.
+	 */
+	if (want != ud_commit_probe_armed()) {
 		ret = want ? enable_kretprobe(&ud_commit_probe) : disable_kretprobe(&ud_commit_probe);
 		if (ret)
 			pr_warn_once("unwind_deferred: cannot %s the commit probe: %d\n",
 				     want ? "arm" : "disarm", ret);
-		else
-			ud_commit_probe_armed = want;
 	}
 	mutex_unlock(&ud_commit_probe_lock);
 }
 
-/*
- * From atomic context (a kprobe handler): update before the current task returns to user
- * space (a write to trace_options sees the probe armed when it returns), or from the
- * workqueue for a kernel thread or when the task work cannot be queued.
- */
-struct ud_deferred_update {
-	struct callback_head	twork;
-	struct work_struct	work;
-};
-static atomic_t ud_updates_in_flight = ATOMIC_INIT(0);
-
-static void ud_deferred_update_finish(struct ud_deferred_update *u)
+static void ud_deferred_update(struct ud_deferred *d)
 {
 	ud_commit_probe_update();
-	kfree(u);
-	atomic_dec(&ud_updates_in_flight);	/* last access to module data (see ud_ftrace_exit) */
+	kfree(d);
 }
 
-static void ud_deferred_update_twork(struct callback_head *head)
-{
-	ud_deferred_update_finish(container_of(head, struct ud_deferred_update, twork));
-}
-
-static void ud_deferred_update_work(struct work_struct *w)
-{
-	ud_deferred_update_finish(container_of(w, struct ud_deferred_update, work));
-}
-
+/* From a kprobe handler (atomic context): done before the current task returns to user. */
 static void ud_commit_probe_update_soon(void)
 {
-	struct ud_deferred_update *u = kzalloc(sizeof(*u), GFP_ATOMIC);
+	struct ud_deferred *d = kzalloc(sizeof(*d), GFP_ATOMIC);
 
-	if (!u) {
+	if (!d) {
 		pr_warn_once("unwind_deferred: out of memory: the commit probe may stay %s\n",
-			     ud_commit_probe_armed ? "armed" : "disarmed");
+			     ud_commit_probe_armed() ? "armed" : "disarmed");
 		return;
 	}
-	atomic_inc(&ud_updates_in_flight);
-	init_task_work(&u->twork, ud_deferred_update_twork);
-	if ((current->flags & PF_KTHREAD) || task_work_add(current, &u->twork, TWA_RESUME)) {
-		INIT_WORK(&u->work, ud_deferred_update_work);
-		queue_work(ud_wq, &u->work);
-	}
+	ud_defer(d, ud_deferred_update);
 }
 
 /* --- options/userstacktrace_delay ----------------------------------------------------- */
@@ -895,32 +924,22 @@ static int ud_del_tracer_pre(struct kprobe *p, struct pt_regs *regs)
 }
 
 /* A new instance: trace_array_create_dir(tr) runs with trace_types_lock held, before the
- * instance's options directory exists. Pin the instance and add our file from a task work
- * that runs before mkdir returns to user space (or from the workqueue for kernel threads). */
+ * instance's options directory exists. Pin the instance and add our file once mkdir's
+ * locks are dropped, before it returns to user space (see ud_defer()). */
 struct ud_creation {
-	struct callback_head	twork;
-	struct work_struct	work;
+	struct ud_deferred	deferred;
 	struct trace_array	*tr;
 };
 
-static void ud_creation_finish(struct ud_creation *c)
+static void ud_creation_finish(struct ud_deferred *d)
 {
+	struct ud_creation *c = container_of(d, struct ud_creation, deferred);
+
 	mutex_lock(ud_trace_types_lock);
 	ud_add_instance(c->tr);
 	mutex_unlock(ud_trace_types_lock);
 	trace_array_put(c->tr);
 	kfree(c);
-	atomic_dec(&ud_creations_in_flight);
-}
-
-static void ud_creation_twork(struct callback_head *head)
-{
-	ud_creation_finish(container_of(head, struct ud_creation, twork));
-}
-
-static void ud_creation_work(struct work_struct *w)
-{
-	ud_creation_finish(container_of(w, struct ud_creation, work));
 }
 
 static int ud_create_dir_pre(struct kprobe *p, struct pt_regs *regs)
@@ -936,12 +955,7 @@ static int ud_create_dir_pre(struct kprobe *p, struct pt_regs *regs)
 	}
 	c->tr = tr;
 	tr->ref++;	/* trace_types_lock is held by our caller; dropped by trace_array_put() */
-	atomic_inc(&ud_creations_in_flight);
-	init_task_work(&c->twork, ud_creation_twork);
-	if ((current->flags & PF_KTHREAD) || task_work_add(current, &c->twork, TWA_RESUME)) {
-		INIT_WORK(&c->work, ud_creation_work);
-		queue_work(ud_wq, &c->work);
-	}
+	ud_defer(&c->deferred, ud_creation_finish);
 	return 0;
 }
 
@@ -1005,7 +1019,7 @@ void ud_ftrace_stats_show(struct seq_file *m)
 	P(errors); P(build_id_reads);
 #undef P
 	seq_printf(m, "ftrace_commit_probe_missed: %d\n", ud_commit_probe.nmissed);
-	seq_printf(m, "ftrace_commit_probe_armed: %d\n", READ_ONCE(ud_commit_probe_armed));
+	seq_printf(m, "ftrace_commit_probe_armed: %d\n", ud_commit_probe_armed());
 }
 
 /* --- Set-up and tear-down --------------------------------------------------------------- */
@@ -1053,35 +1067,36 @@ int ud_ftrace_init(void)
 		goto err_wq;
 	}
 
+	/* Disarmed (KPROBE_FLAG_DISABLED) until an instance has the option set. */
+	ret = register_kretprobe(&ud_commit_probe);
+	if (ret) {
+		pr_err("unwind_deferred: cannot probe trace_buffer_unlock_commit_regs: %d\n", ret);
+		goto err_kprobes;
+	}
+
 	/* The top level and every existing instance; later ones through the kprobe above. */
 	mutex_lock(ud_trace_types_lock);
 	list_for_each_entry(tr, ud_trace_arrays, list)
 		ud_add_instance(tr);
 	mutex_unlock(ud_trace_types_lock);
 
-	ret = register_kretprobe(&ud_commit_probe);	/* disarmed: no option is set yet */
-	if (ret) {
-		pr_err("unwind_deferred: cannot probe trace_buffer_unlock_commit_regs: %d\n", ret);
-		goto err_instances;
-	}
-	/* An option written since the instances got their files is applied now. */
-	mutex_lock(&ud_commit_probe_lock);
-	ud_commit_probe_registered = true;
-	mutex_unlock(&ud_commit_probe_lock);
-	ud_commit_probe_update();
 	ret = register_kretprobe(&ud_set_option_probe);
 	if (ret) {
 		pr_err("unwind_deferred: cannot probe trace_set_options: %d\n", ret);
-		mutex_lock(&ud_commit_probe_lock);
-		unregister_kretprobe(&ud_commit_probe);
-		ud_commit_probe_registered = false;
-		mutex_unlock(&ud_commit_probe_lock);
 		goto err_instances;
 	}
 	return 0;
 
 err_instances:
+	unregister_kprobe(&ud_kprobes[0]);
+	ud_deferred_wait();
 	ud_ftrace_exit_instances();
+	mutex_lock(&ud_commit_probe_lock);
+	unregister_kretprobe(&ud_commit_probe);
+	mutex_unlock(&ud_commit_probe_lock);
+	unregister_kprobes(ud_kprobe_ptrs + 1, ARRAY_SIZE(ud_kprobes) - 1);
+	goto err_wq;
+err_kprobes:
 	unregister_kprobes(ud_kprobe_ptrs, ARRAY_SIZE(ud_kprobes));
 err_wq:
 	destroy_workqueue(ud_wq);
@@ -1105,18 +1120,14 @@ void ud_ftrace_exit(void)
 {
 	int i;
 
-	/* No new instance work: stop the creation hook and wait for what it queued. */
+	/* No new deferred work: stop the hooks that queue it and wait for what they queued. */
 	unregister_kprobe(&ud_kprobes[0]);
-	while (atomic_read(&ud_creations_in_flight))
-		msleep(10);
 	unregister_kretprobe(&ud_set_option_probe);
-	/* Updates queued by that probe run before their writers return to user space. */
-	while (atomic_read(&ud_updates_in_flight))
-		msleep(10);
+	ud_deferred_wait();
 	ud_ftrace_exit_instances();
+	/* No instance is published any more: the release works below want it disarmed. */
 	mutex_lock(&ud_commit_probe_lock);
 	unregister_kretprobe(&ud_commit_probe);
-	ud_commit_probe_registered = false;	/* the release works below leave it alone */
 	mutex_unlock(&ud_commit_probe_lock);
 	for (i = 1; i < ARRAY_SIZE(ud_kprobes); i++)
 		unregister_kprobe(&ud_kprobes[i]);
