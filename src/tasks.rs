@@ -78,8 +78,6 @@ impl Tasks {
             }
             return Err(ENOMEM);
         }
-        // A new table owns no slot (a previous load's count went away with its module).
-        ud_rs_live_slots.store(0, Ordering::Release);
         // INVARIANT: both arrays are zeroed vzalloc memory of `len` elements, and `len` is a
         // power of two no smaller than PROBE_WINDOW.
         Ok(Self { owners, entries, len })
@@ -98,7 +96,7 @@ impl Tasks {
 
     fn table(&self) -> TaskTable<'_> {
         // The length was validated at construction (type invariant); there is one table per
-        // load, so the one counter is its own.
+        // load, so the one counter (0 at load, like every static) is its own.
         TaskTable::new(self.slots(), &ud_rs_live_slots).expect("table size checked at construction")
     }
 

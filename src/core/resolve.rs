@@ -45,14 +45,16 @@ pub fn resolve(
     offsets: &mut [u64],
     hashes: &mut [u32],
 ) {
+    let contains = |m: &Mapping, addr: u64| m.start <= addr && addr < m.end;
+    // The mapping of the previous frame (only ever one that contained it).
     let mut current: Option<Mapping> = None;
     // The file of the previous frame, and its hash: a run continues while it matches.
     let mut run: Option<(usize, u32)> = None;
     for ((&addr, offset), hash) in frames.iter().zip(offsets.iter_mut()).zip(hashes.iter_mut()) {
-        if !current.is_some_and(|m| m.start <= addr && addr < m.end) {
-            current = space.lookup(addr);
+        if !current.is_some_and(|m| contains(&m, addr)) {
+            current = space.lookup(addr).filter(|m| contains(m, addr));
         }
-        let Some(m) = current.filter(|m| m.start <= addr && addr < m.end) else {
+        let Some(m) = current else {
             *offset = addr;
             *hash = HASH_NO_MAPPING;
             run = None;

@@ -112,11 +112,6 @@ impl<'a> TaskTable<'a> {
         Some(Self { slots, live })
     }
 
-    /// False only if no slot is owned (see the type's invariants).
-    pub fn any_owned(&self) -> bool {
-        self.live.load(Ordering::Acquire) != 0
-    }
-
     /// The first slot of `key`'s window.
     fn home(&self, key: usize) -> usize {
         // Task structs are cache-line aligned: drop the low bits, then a Fibonacci hash.
