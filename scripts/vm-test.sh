@@ -4,7 +4,8 @@
 # Boot the test kernel under virtme-ng (TCG: nested KVM does not work on these machines) and
 # run the guest suite (tests/run-guest.sh) in it.
 #
-#   scripts/vm-test.sh --kernel KDIR [--timeout SECONDS] [--cpus N] [--out DIR] [TEST.tc ...]
+#   scripts/vm-test.sh --kernel KDIR [--timeout SECONDS] [--cpus N] [--out DIR] [--icount]
+#                      [TEST.tc ...]
 #
 # The guest sees the host's root filesystem read-only (so the repository, the module and the
 # test programs) and OUT read-write. Its output comes back on stdout and into OUT/vm.log; the
@@ -13,10 +14,14 @@
 #
 # While the VM runs, scripts/nmi-injector.py listens on the guest's QMP socket: a test asks
 # for NMIs by creating $UD_OUT/nmi-request (a count) and waits for $UD_OUT/nmi-done.
+#
+# --icount runs QEMU with -icount: the guest's clock advances by one nanosecond per guest
+# instruction (single-threaded TCG). Timings become instruction counts, the same on every
+# run and every host: what benchmarks and profiles need (see Documentation/testing.rst).
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-kdir= timeout=900 cpus=2 out=$REPO/out/vm memory=2G
+kdir= timeout=900 cpus=2 out=$REPO/out/vm memory=2G qemu_opts=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kdir=$2; shift 2 ;;
@@ -24,6 +29,7 @@ while [ $# -gt 0 ]; do
 	--cpus) cpus=$2; shift 2 ;;
 	--memory) memory=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
+	--icount) qemu_opts="-icount shift=0,sleep=off"; shift ;;
 	--) shift; break ;;
 	-*) echo "vm-test: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
@@ -50,7 +56,7 @@ trap 'kill $injector 2>/dev/null' EXIT
 # stdin from /dev/null: vng must not wait for a terminal (CI has none).
 timeout --kill-after=15 "$timeout" \
 	vng --run "$image" --disable-kvm --user root --cpus "$cpus" --memory "$memory" \
-	--rwdir="$out" --qemu-opts="-qmp unix:$qmp,server=on,wait=off" \
+	--rwdir="$out" --qemu-opts="-qmp unix:$qmp,server=on,wait=off $qemu_opts" \
 	--append "panic_on_warn=0 oops=panic panic=-1 nmi_watchdog=0" \
 	--exec "$guest_env UD_OUT=$out $REPO/tests/run-guest.sh ${tests[*]}" </dev/null 2>&1 | tee "$out/vm.log"
 rc=${PIPESTATUS[0]}
