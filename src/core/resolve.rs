@@ -33,7 +33,8 @@ pub trait AddressSpace {
     fn file_run(&mut self, file: usize) -> u32;
 }
 
-/// Resolves `frames` into `offsets` and `hashes` (the three slices have the same length):
+/// Resolves `frames` into `offsets` and `hashes` (the three slices have the same length;
+/// extra elements of the longer ones are left alone):
 ///
 /// * a frame in a file mapping: its file offset and the file's hash;
 /// * in anonymous memory: the address and [`HASH_ANON`];
@@ -45,35 +46,47 @@ pub fn resolve(
     offsets: &mut [u64],
     hashes: &mut [u32],
 ) {
-    let contains = |m: &Mapping, addr: u64| m.start <= addr && addr < m.end;
-    // The mapping of the previous frame (only ever one that contained it).
-    let mut current: Option<Mapping> = None;
-    // The file of the previous frame, and its hash: a run continues while it matches.
+    let n = frames.len().min(offsets.len()).min(hashes.len());
+    let (frames, offsets, hashes) = (&frames[..n], &mut offsets[..n], &mut hashes[..n]);
+    // The file of the previous frame, and its hash: a run continues while it matches (also
+    // across two mappings of one file).
     let mut run: Option<(usize, u32)> = None;
-    for ((&addr, offset), hash) in frames.iter().zip(offsets.iter_mut()).zip(hashes.iter_mut()) {
-        if !current.is_some_and(|m| contains(&m, addr)) {
-            current = space.lookup(addr).filter(|m| contains(m, addr));
-        }
-        let Some(m) = current else {
-            *offset = addr;
-            *hash = HASH_NO_MAPPING;
+    let mut i = 0;
+    while let Some(&addr) = frames.get(i) {
+        let Some(m) = space
+            .lookup(addr)
+            .filter(|m| m.start <= addr && addr < m.end)
+        else {
+            offsets[i] = addr;
+            hashes[i] = HASH_NO_MAPPING;
             run = None;
+            i += 1;
             continue;
         };
-        if m.file == 0 {
-            *offset = addr;
-            *hash = HASH_ANON;
+        // Every frame from `i` on that lies in `m` is resolved here, without another lookup
+        // (this loop is most of the work on a deep stack: keep it tight).
+        let (hash, bias) = if m.file == 0 {
             run = None;
-            continue;
-        }
-        *offset = file_offset(addr, m.start, m.pgoff, page_shift);
-        *hash = match run {
-            Some((file, h)) if file == m.file => h,
-            _ => {
-                let h = space.file_run(m.file);
-                run = Some((m.file, h));
-                h
+            (HASH_ANON, 0)
+        } else {
+            let hash = match run {
+                Some((file, h)) if file == m.file => h,
+                _ => space.file_run(m.file),
+            };
+            run = Some((m.file, hash));
+            (hash, file_offset(0, m.start, m.pgoff, page_shift))
+        };
+        for ((&addr, offset), h) in frames[i..]
+            .iter()
+            .zip(&mut offsets[i..])
+            .zip(&mut hashes[i..])
+        {
+            if addr < m.start || addr >= m.end {
+                break;
             }
-        };
+            *offset = addr.wrapping_add(bias);
+            *h = hash;
+            i += 1;
+        }
     }
 }

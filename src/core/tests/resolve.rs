@@ -130,3 +130,82 @@ fn a_lookup_that_answers_a_mapping_not_containing_the_address_is_not_trusted() {
     );
     assert_eq!((offsets, hashes), ([0x5000, 0x800], [HASH_NO_MAPPING, 7]));
 }
+
+/// The rule, frame by frame: a lookup for every frame, a new run whenever the file differs
+/// from the previous frame's (or the previous frame was in no file).
+fn reference(space: &mut Space, frames: &[u64]) -> (Vec<(u64, u32)>, Vec<usize>) {
+    let mut out = Vec::new();
+    let mut runs = Vec::new();
+    let mut prev_file = 0;
+    for &addr in frames {
+        let m = space
+            .maps
+            .iter()
+            .copied()
+            .find(|m| m.start <= addr && addr < m.end);
+        match m {
+            None => out.push((addr, HASH_NO_MAPPING)),
+            Some(m) if m.file == 0 => out.push((addr, HASH_ANON)),
+            Some(m) => {
+                if m.file != prev_file {
+                    runs.push(m.file);
+                }
+                out.push((addr - m.start + (m.pgoff << SHIFT), m.file as u32 * 0x100));
+            }
+        }
+        prev_file = m.map_or(0, |m| m.file);
+    }
+    (out, runs)
+}
+
+#[test]
+fn random_stacks_resolve_as_frame_by_frame_with_one_lookup_per_mapping_change() {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    // Addresses in each mapping, between them, and in none.
+    let places = [
+        (0x40_0000, 0x1000),
+        (0x40_1000, 0x8000),
+        (0x7f00_0000, 0x1_0000),
+        (0x7f10_0000, 0x1_0000),
+        (0x50_0000, 0x1000),
+        (0x40_8ff8, 0x10), // across the end of the program text
+    ];
+    for _ in 0..2000 {
+        let len = (next() % 40) as usize;
+        let mut frames = Vec::new();
+        while frames.len() < len {
+            let (start, size) = places[(next() % places.len() as u64) as usize];
+            // Runs of frames in one place, as real stacks have.
+            for _ in 0..1 + next() % 6 {
+                frames.push(start + next() % size);
+            }
+        }
+        frames.truncate(len);
+        let mut space = Space::new();
+        let got = run(&mut space, &frames);
+        let (want, want_runs) = reference(&mut Space::new(), &frames);
+        assert_eq!(got, want, "frames {frames:x?}");
+        assert_eq!(space.runs, want_runs, "frames {frames:x?}");
+        // One lookup per frame that is not in the mapping of the frame before it.
+        let changes = frames
+            .iter()
+            .enumerate()
+            .filter(|&(i, &a)| {
+                i == 0 || {
+                    let prev = Space::new()
+                        .maps
+                        .into_iter()
+                        .find(|m| m.start <= frames[i - 1] && frames[i - 1] < m.end);
+                    !prev.is_some_and(|m| m.start <= a && a < m.end)
+                }
+            })
+            .count();
+        assert_eq!(space.lookups, changes, "frames {frames:x?}");
+    }
+}
