@@ -21,7 +21,7 @@
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-kdir= timeout=900 cpus=2 out=$REPO/out/vm memory=2G qemu_opts=
+kdir= timeout=900 cpus=2 out=$REPO/out/vm memory=2G qemu_opts= icount=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kdir=$2; shift 2 ;;
@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
 	--cpus) cpus=$2; shift 2 ;;
 	--memory) memory=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
-	--icount) qemu_opts="-icount shift=0,sleep=off"; shift ;;
+	--icount) qemu_opts="-icount shift=0,sleep=off" icount=1; shift ;;
 	--) shift; break ;;
 	-*) echo "vm-test: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
@@ -48,6 +48,7 @@ for t in "$@"; do tests+=("$(realpath "$t")"); done
 
 # The UD_* variables of the host (test sizes, verbosity) reach the guest's tests.
 guest_env=$(env | grep -E '^UD_[A-Z_]+=[A-Za-z0-9_./-]*$' | grep -v '^UD_OUT=' | tr '\n' ' ')
+[ -n "$icount" ] && guest_env+=" UD_ICOUNT=1" # tests may report instructions, not time
 
 python3 "$REPO/scripts/nmi-injector.py" "$qmp" "$out" >"$out/nmi-injector.log" 2>&1 &
 injector=$!
