@@ -21,6 +21,8 @@
  *   ring_buffer_record_on/off,       reset the instance's file_cache record (tracing
  *   ring_buffer_set_clock,           on/off, clock change, buffer cleared).
  *   ring_buffer_reset_online_cpus
+ * and one ftrace export (register_ftrace_export()), for the events that kprobe handlers
+ * write: the commit probe cannot fire inside another kprobe's handler.
  */
 #include <linux/buildid.h>
 #include <linux/hash.h>
@@ -97,11 +99,12 @@ static struct mutex *ud_trace_types_lock;
 static void (*ud_ring_buffer_nest_start)(struct trace_buffer *buffer);
 static void (*ud_ring_buffer_nest_end)(struct trace_buffer *buffer);
 static struct ring_buffer_event * __percpu *ud_trace_buffered_event;
+static struct kprobe * __percpu *ud_current_kprobe;	/* kprobe_running() is inline */
 
 /* Per-CPU like the core's counters: the cookie counter is bumped for every event. */
 struct ud_ftrace_counts {
 	u64 cookies, cookies_lost, stacks, stacks_lost, stacks_truncated, files, errors;
-	u64 build_id_reads;
+	u64 build_id_reads, kprobe_cookies;
 };
 static DEFINE_PER_CPU(struct ud_ftrace_counts, ud_ftrace_counts);
 #define ud_count(field)	this_cpu_inc(ud_ftrace_counts.field)
@@ -335,6 +338,100 @@ static struct kretprobe ud_commit_probe = {
 	.data_size	= sizeof(struct ud_commit_args),
 	.maxactive	= 0,	/* default: enough for every CPU and nesting level */
 };
+
+/* --- The cookie after an event written in a kprobe handler: an ftrace export ---------- */
+
+/*
+ * The kprobe core runs no kprobe inside another kprobe's handler (it counts a miss), so
+ * the commit probe never sees an event that a kprobe or kretprobe handler writes: the
+ * dynamic kprobe events above all. ftrace calls its exports from
+ * trace_event_buffer_commit() right before trace_buffer_unlock_commit_regs(), in that
+ * same context, with the event's data but not its instance. The instance is found by
+ * reserving the cookie, nested, in each instance with the option: in the event's own
+ * buffer it lands after the event on the event's sub-buffer; in any other buffer it
+ * cannot (a sub-buffer belongs to one buffer), and it is discarded there.
+ *
+ * When the cookie does not fit after the event, the reservation starts the next
+ * sub-buffer: it is then taken as the event's buffer if it is the first event of its
+ * sub-buffer. Another buffer with the option whose writer on this CPU happens to stand at
+ * the start of a sub-buffer would pass that test too (first match wins): that takes two
+ * instances with the option, the event in the later one, and the event ending within 32
+ * bytes of its sub-buffer's end.
+ */
+#define UD_SUBBUF_HDR_SIZE	16	/* struct buffer_data_page: time_stamp, commit */
+#define UD_COOKIE_ROOM		32	/* the cookie event and a time extend, rounded up */
+
+static bool ud_follows_event(struct trace_buffer *buffer, const void *entry, unsigned int size,
+			     const struct ring_buffer_event *reserved)
+{
+	unsigned long mask = ~((unsigned long)ring_buffer_subbuf_size_get(buffer) - 1);
+	unsigned long end = (unsigned long)entry + size, at = (unsigned long)reserved;
+
+	if ((at & mask) == ((unsigned long)entry & mask))
+		return at >= end;
+	return ((end + UD_COOKIE_ROOM - 1) & mask) != ((unsigned long)entry & mask) &&
+	       at == (at & mask) + UD_SUBBUF_HDR_SIZE;
+}
+
+static void ud_export_write(struct trace_export *export, const void *entry, unsigned int size)
+{
+	struct trace_event_raw_user_unwind_cookie *cookie_entry;
+	struct ring_buffer_event *buffered, *event;
+	struct trace_buffer *buffer;
+	struct ud_instance *inst;
+	struct trace_array *tr;
+	bool found = false;
+	u64 cookie;
+	int i;
+
+	/* Outside kprobe handlers the commit probe writes the cookie. */
+	if (!this_cpu_read(*ud_current_kprobe) || (current->flags & PF_KTHREAD))
+		return;
+	/*
+	 * An event built in this CPU's trace_buffered_event (filtered or soft-disabled event
+	 * file) is copied into the ring buffer by the commit, after us: no cookie can follow
+	 * it from here (documented).
+	 */
+	buffered = this_cpu_read(*ud_trace_buffered_event);
+	if (buffered && entry == ring_buffer_event_data(buffered))
+		return;
+	/* ftrace_exports() runs us with preemption off: our RCU read side (ud_instance). */
+	for_each_published_instance(i, inst) {
+		if (!READ_ONCE(inst->enabled))
+			continue;
+		tr = READ_ONCE(inst->tr);
+		if (!tr)
+			continue;
+		buffer = READ_ONCE(tr->array_buffer.buffer);
+		ud_ring_buffer_nest_start(buffer);
+		event = ring_buffer_lock_reserve(buffer, sizeof(*cookie_entry));
+		if (event) {
+			found = ud_follows_event(buffer, entry, size, event);
+			if (found && ud_rs_request(&inst->work, &cookie) >= 0) {
+				cookie_entry = ring_buffer_event_data(event);
+				tracing_generic_entry_update(&cookie_entry->ent,
+							     event_user_unwind_cookie.event.type,
+							     ud_trace_ctx());
+				cookie_entry->cookie = cookie;
+				ring_buffer_unlock_commit(buffer);
+				ud_count(cookies);
+				ud_count(kprobe_cookies);
+			} else {
+				/* Not the event's buffer (or no request): nothing is left behind. */
+				ring_buffer_discard_commit(buffer, event);
+			}
+		}
+		ud_ring_buffer_nest_end(buffer);
+		if (found)
+			return;
+	}
+}
+
+static struct trace_export ud_export = {
+	.write	= ud_export_write,
+	.flags	= TRACE_EXPORT_EVENT,
+};
+static bool ud_export_registered;	/* under ud_commit_probe_lock */
 
 /* --- The stack: the unwind callback (task context, once per cookie and instance) ------- */
 
@@ -658,6 +755,14 @@ static void ud_commit_probe_update(void)
 		if (ret)
 			pr_warn_once("unwind_deferred: cannot %s the commit probe: %d\n",
 				     want ? "arm" : "disarm", ret);
+	}
+	/* The export serves kprobe handlers' events: armed with the probe. */
+	if (want != ud_export_registered) {
+		if (want)
+			register_ftrace_export(&ud_export);
+		else
+			unregister_ftrace_export(&ud_export);
+		ud_export_registered = want;
 	}
 	mutex_unlock(&ud_commit_probe_lock);
 }
@@ -1011,14 +1116,16 @@ void ud_ftrace_stats_show(struct seq_file *m)
 
 #define S(f) sum.f += READ_ONCE(c->f)
 		S(cookies); S(cookies_lost); S(stacks); S(stacks_lost); S(stacks_truncated);
-		S(files); S(errors); S(build_id_reads);
+		S(files); S(errors); S(build_id_reads); S(kprobe_cookies);
 #undef S
 	}
 #define P(f) seq_printf(m, "ftrace_%s: %llu\n", #f, sum.f)
 	P(cookies); P(cookies_lost); P(stacks); P(stacks_lost); P(stacks_truncated); P(files);
-	P(errors); P(build_id_reads);
+	P(errors); P(build_id_reads); P(kprobe_cookies);
 #undef P
-	seq_printf(m, "ftrace_commit_probe_missed: %d\n", ud_commit_probe.nmissed);
+	/* Hits inside another kprobe's handler, and hits with no free return instance. */
+	seq_printf(m, "ftrace_commit_probe_missed: %lu\n",
+		   ud_commit_probe.kp.nmissed + ud_commit_probe.nmissed);
 	seq_printf(m, "ftrace_commit_probe_armed: %d\n", ud_commit_probe_armed());
 }
 
@@ -1036,12 +1143,28 @@ static int ud_resolve(void)
 	ud_ring_buffer_nest_start = ud_ksym("ring_buffer_nest_start");
 	ud_ring_buffer_nest_end = ud_ksym("ring_buffer_nest_end");
 	ud_trace_buffered_event = ud_ksym("trace_buffered_event");
+	ud_current_kprobe = ud_ksym("current_kprobe");
 	if (!ud_ring_buffer_nest_start || !ud_ring_buffer_nest_end || !ud_trace_buffered_event ||
+	    !ud_current_kprobe ||
 	    !ud_tracefs_create_file || !ud_tracefs_remove || !ud_build_id_parse_file ||
 	    !ud_tracing_gen_ctx_irq_test || !ud_global_trace || !ud_trace_arrays ||
 	    !ud_trace_types_lock)
 		return -ENOENT;
 	return 0;
+}
+
+/* The commit probe and the export, for good (no instance is published any more). */
+static void ud_commit_hooks_unregister(void)
+{
+	mutex_lock(&ud_commit_probe_lock);
+	unregister_kretprobe(&ud_commit_probe);
+	if (ud_export_registered) {
+		unregister_ftrace_export(&ud_export);
+		ud_export_registered = false;
+	}
+	mutex_unlock(&ud_commit_probe_lock);
+	/* ftrace_exports() calls exports with preemption off: wait for the last one. */
+	synchronize_rcu();
 }
 
 int ud_ftrace_init(void)
@@ -1091,9 +1214,7 @@ err_instances:
 	unregister_kprobe(&ud_kprobes[0]);
 	ud_deferred_wait();
 	ud_ftrace_exit_instances();
-	mutex_lock(&ud_commit_probe_lock);
-	unregister_kretprobe(&ud_commit_probe);
-	mutex_unlock(&ud_commit_probe_lock);
+	ud_commit_hooks_unregister();
 	unregister_kprobes(ud_kprobe_ptrs + 1, ARRAY_SIZE(ud_kprobes) - 1);
 	goto err_wq;
 err_kprobes:
@@ -1125,10 +1246,8 @@ void ud_ftrace_exit(void)
 	unregister_kretprobe(&ud_set_option_probe);
 	ud_deferred_wait();
 	ud_ftrace_exit_instances();
-	/* No instance is published any more: the release works below want it disarmed. */
-	mutex_lock(&ud_commit_probe_lock);
-	unregister_kretprobe(&ud_commit_probe);
-	mutex_unlock(&ud_commit_probe_lock);
+	/* No instance is published any more: the release works below want them disarmed. */
+	ud_commit_hooks_unregister();
 	for (i = 1; i < ARRAY_SIZE(ud_kprobes); i++)
 		unregister_kprobe(&ud_kprobes[i]);
 	/* Runs every release work: cancels the unwind works and frees the instances. */

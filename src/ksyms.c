@@ -17,6 +17,8 @@
  *                               the tracing instances (kernel/trace/trace.c)
  *   ring_buffer_nest_start/end  the cookie, written nested in the event it follows
  *   trace_buffered_event        (per-CPU) events that are copied in at commit
+ *   current_kprobe              (per-CPU) whether a kprobe handler runs (kprobe_running()
+ *                               is inline): the commit probe cannot fire there
  *
  * Calling through such a pointer is an indirect call: with CONFIG_X86_KERNEL_IBT the
  * target must start with ENDBR, which every function whose address is taken in the
