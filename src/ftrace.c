@@ -357,6 +357,10 @@ static struct kretprobe ud_commit_probe = {
  * the start of a sub-buffer would pass that test too (first match wins): that takes two
  * instances with the option, the event in the later one, and the event ending within 32
  * bytes of its sub-buffer's end.
+ *
+ * A tried buffer that is not the event's keeps no event, but it sees the attempt: one that
+ * is full and does not overwrite counts it as a dropped event, and one whose sub-buffer
+ * had no room left moves on to the next one (as its next event would have).
  */
 #define UD_SUBBUF_HDR_SIZE	16	/* struct buffer_data_page: time_stamp, commit */
 #define UD_COOKIE_ROOM		32	/* the cookie event and a time extend, rounded up */
