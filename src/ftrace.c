@@ -104,7 +104,7 @@ static struct kprobe * __percpu *ud_current_kprobe;	/* kprobe_running() is inlin
 /* Per-CPU like the core's counters: the cookie counter is bumped for every event. */
 struct ud_ftrace_counts {
 	u64 cookies, cookies_lost, stacks, stacks_lost, stacks_truncated, files, errors;
-	u64 build_id_reads, kprobe_cookies;
+	u64 build_id_reads, kprobe_cookies, kprobe_cookies_unsure;
 };
 static DEFINE_PER_CPU(struct ud_ftrace_counts, ud_ftrace_counts);
 #define ud_count(field)	this_cpu_inc(ud_ftrace_counts.field)
@@ -351,40 +351,65 @@ static struct kretprobe ud_commit_probe = {
  * buffer it lands after the event on the event's sub-buffer; in any other buffer it
  * cannot (a sub-buffer belongs to one buffer), and it is discarded there.
  *
- * When the cookie does not fit after the event, the reservation starts the next
- * sub-buffer: it is then taken as the event's buffer if it is the first event of its
- * sub-buffer. Another buffer with the option whose writer on this CPU happens to stand at
- * the start of a sub-buffer would pass that test too (first match wins): that takes two
- * instances with the option, the event in the later one, and the event ending within 32
- * bytes of its sub-buffer's end.
+ * When the cookie does not fit after the event, the event's buffer pads the rest of the
+ * event's sub-buffer and puts the cookie at the start of the next one. So a reservation
+ * that starts a sub-buffer is taken as the event's buffer only if the word at the event's
+ * end has just turned into a padding header: memory of the event's buffer, which no other
+ * buffer's reservation writes. Two cases stay undecided, and their cookie is not written
+ * (counted as kprobe_cookies_unsure; some are other instances' events): the event ends
+ * exactly at a page boundary (there is no room to pad, and the word beyond may be the end
+ * of the memory), or the padding header was already there from an earlier lap.
  *
  * A tried buffer that is not the event's keeps no event, but it sees the attempt: one that
  * is full and does not overwrite counts it as a dropped event, and one whose sub-buffer
  * had no room left moves on to the next one (as its next event would have).
  */
 #define UD_SUBBUF_HDR_SIZE	16	/* struct buffer_data_page: time_stamp, commit */
-#define UD_COOKIE_ROOM		32	/* the cookie event and a time extend, rounded up */
 
-static bool ud_follows_event(struct trace_buffer *buffer, const void *entry, unsigned int size,
-			     const struct ring_buffer_event *reserved)
+enum ud_follows { UD_NOT_AFTER, UD_AFTER, UD_UNSURE };
+
+static bool ud_is_padding(u32 header)
+{
+	/* struct ring_buffer_event: type_len is the low 5 bits of the first word. */
+	return (header & 0x1f) == RINGBUF_TYPE_PADDING;
+}
+
+/*
+ * Whether @reserved, just reserved in @buffer, comes right after the event whose data is
+ * [@entry, @end); @before is the word at @end before the reservation, if @end_readable.
+ */
+static enum ud_follows ud_follows_event(struct trace_buffer *buffer, unsigned long entry,
+					unsigned long end, bool end_readable, u32 before,
+					const struct ring_buffer_event *reserved)
 {
 	unsigned long mask = ~((unsigned long)ring_buffer_subbuf_size_get(buffer) - 1);
-	unsigned long end = (unsigned long)entry + size, at = (unsigned long)reserved;
+	unsigned long at = (unsigned long)reserved;
+	u32 after;
 
-	if ((at & mask) == ((unsigned long)entry & mask))
-		return at >= end;
-	return ((end + UD_COOKIE_ROOM - 1) & mask) != ((unsigned long)entry & mask) &&
-	       at == (at & mask) + UD_SUBBUF_HDR_SIZE;
+	/* On the event's sub-buffer: sub-buffers are not shared, this is the event's buffer. */
+	if ((at & mask) == (entry & mask))
+		return UD_AFTER;
+	if (at != (at & mask) + UD_SUBBUF_HDR_SIZE)
+		return UD_NOT_AFTER;
+	if (!end_readable)
+		return UD_UNSURE;
+	after = READ_ONCE(*(const u32 *)end);
+	if (!ud_is_padding(after))
+		return UD_NOT_AFTER;
+	return after != before ? UD_AFTER : UD_UNSURE;
 }
 
 static void ud_export_write(struct trace_export *export, const void *entry, unsigned int size)
 {
 	struct trace_event_raw_user_unwind_cookie *cookie_entry;
+	unsigned long end = (unsigned long)entry + size;	/* 4-byte aligned */
 	struct ring_buffer_event *buffered, *event;
+	enum ud_follows follows;
 	struct trace_buffer *buffer;
 	struct ud_instance *inst;
 	struct trace_array *tr;
-	bool found = false;
+	bool end_readable;
+	u32 before = 0;
 	u64 cookie;
 	int i;
 
@@ -399,6 +424,10 @@ static void ud_export_write(struct trace_export *export, const void *entry, unsi
 	buffered = this_cpu_read(*ud_trace_buffered_event);
 	if (buffered && entry == ring_buffer_event_data(buffered))
 		return;
+	/* A word inside the event's page (a page boundary may be the end of the memory). */
+	end_readable = end & (PAGE_SIZE - 1);
+	if (end_readable)
+		before = READ_ONCE(*(const u32 *)end);
 	/* ftrace_exports() runs us with preemption off: our RCU read side (ud_instance). */
 	for_each_published_instance(i, inst) {
 		if (!READ_ONCE(inst->enabled))
@@ -409,9 +438,11 @@ static void ud_export_write(struct trace_export *export, const void *entry, unsi
 		buffer = READ_ONCE(tr->array_buffer.buffer);
 		ud_ring_buffer_nest_start(buffer);
 		event = ring_buffer_lock_reserve(buffer, sizeof(*cookie_entry));
+		follows = UD_NOT_AFTER;
 		if (event) {
-			found = ud_follows_event(buffer, entry, size, event);
-			if (found && ud_rs_request(&inst->work, &cookie) >= 0) {
+			follows = ud_follows_event(buffer, (unsigned long)entry, end, end_readable,
+						   before, event);
+			if (follows == UD_AFTER && ud_rs_request(&inst->work, &cookie) >= 0) {
 				cookie_entry = ring_buffer_event_data(event);
 				tracing_generic_entry_update(&cookie_entry->ent,
 							     event_user_unwind_cookie.event.type,
@@ -426,7 +457,9 @@ static void ud_export_write(struct trace_export *export, const void *entry, unsi
 			}
 		}
 		ud_ring_buffer_nest_end(buffer);
-		if (found)
+		if (follows == UD_UNSURE)
+			ud_count(kprobe_cookies_unsure);
+		if (follows == UD_AFTER)
 			return;
 	}
 }
@@ -1121,11 +1154,12 @@ void ud_ftrace_stats_show(struct seq_file *m)
 #define S(f) sum.f += READ_ONCE(c->f)
 		S(cookies); S(cookies_lost); S(stacks); S(stacks_lost); S(stacks_truncated);
 		S(files); S(errors); S(build_id_reads); S(kprobe_cookies);
+		S(kprobe_cookies_unsure);
 #undef S
 	}
 #define P(f) seq_printf(m, "ftrace_%s: %llu\n", #f, sum.f)
 	P(cookies); P(cookies_lost); P(stacks); P(stacks_lost); P(stacks_truncated); P(files);
-	P(errors); P(build_id_reads); P(kprobe_cookies);
+	P(errors); P(build_id_reads); P(kprobe_cookies); P(kprobe_cookies_unsure);
 #undef P
 	/* Hits inside another kprobe's handler, and hits with no free return instance. */
 	seq_printf(m, "ftrace_commit_probe_missed: %lu\n",
