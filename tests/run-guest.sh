@@ -3,7 +3,8 @@
 #
 # Runs inside the VM: the ftracetest-style suite runner.
 #
-#   run-guest.sh [TEST.tc ...]      (default: every tests/**/*.tc)
+#   run-guest.sh [TEST.tc ...]      (default: every tests/**/*.tc whose file name is not
+#                                    UD_EXCLUDE, e.g. UD_EXCLUDE=bench.tc)
 #
 # Each test is a shell script with "# description:" and optional "# requires:" headers
 # (tracefs files relative to the tracing directory, or "module:NAME" / "program:NAME"),
@@ -31,7 +32,7 @@ TRACING=/sys/kernel/tracing
 export TRACING
 
 if [ $# -eq 0 ]; then
-	mapfile -t tests < <(find "$REPO/tests" -name '*.tc' | sort)
+	mapfile -t tests < <(find "$REPO/tests" -name '*.tc' ! -name "${UD_EXCLUDE:-/}" | sort)
 else
 	tests=("$@")
 fi
