@@ -21,7 +21,7 @@
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-kdir= timeout=900 cpus=2 out=$REPO/out/vm memory=2G qemu_opts= icount=
+kdir= timeout=900 cpus=2 out=$REPO/out/vm memory=2G icount=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kdir=$2; shift 2 ;;
@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
 	--cpus) cpus=$2; shift 2 ;;
 	--memory) memory=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
-	--icount) qemu_opts="-icount shift=0,sleep=off" icount=1; shift ;;
+	--icount) icount=1; shift ;;
 	--) shift; break ;;
 	-*) echo "vm-test: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
@@ -57,7 +57,7 @@ trap 'kill $injector 2>/dev/null' EXIT
 # stdin from /dev/null: vng must not wait for a terminal (CI has none).
 timeout --kill-after=15 "$timeout" \
 	vng --run "$image" --disable-kvm --user root --cpus "$cpus" --memory "$memory" \
-	--rwdir="$out" --qemu-opts="-qmp unix:$qmp,server=on,wait=off $qemu_opts" \
+	--rwdir="$out" --qemu-opts="-qmp unix:$qmp,server=on,wait=off ${icount:+-icount shift=0,sleep=off}" \
 	--append "panic_on_warn=0 oops=panic panic=-1 nmi_watchdog=0" \
 	--exec "$guest_env UD_OUT=$out $REPO/tests/run-guest.sh ${tests[*]}" </dev/null 2>&1 | tee "$out/vm.log"
 rc=${PIPESTATUS[0]}

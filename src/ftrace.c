@@ -153,16 +153,25 @@ static void *ud_reserve(struct trace_buffer *buffer, struct trace_event_call *ca
 	return ent;
 }
 
-static bool ud_write_cookie(struct trace_buffer *buffer, u64 cookie, unsigned int trace_ctx)
+/* Fills the user_unwind_cookie event reserved as @event and commits it. */
+static void ud_fill_cookie(struct trace_buffer *buffer, struct ring_buffer_event *event,
+			   u64 cookie, unsigned int trace_ctx)
 {
-	struct trace_event_raw_user_unwind_cookie *entry;
-	struct ring_buffer_event *event;
+	struct trace_event_raw_user_unwind_cookie *entry = ring_buffer_event_data(event);
 
-	entry = ud_reserve(buffer, &event_user_unwind_cookie, sizeof(*entry), trace_ctx, &event);
-	if (!entry)
-		return false;
+	tracing_generic_entry_update(&entry->ent, event_user_unwind_cookie.event.type, trace_ctx);
 	entry->cookie = cookie;
 	ring_buffer_unlock_commit(buffer);
+}
+
+static bool ud_write_cookie(struct trace_buffer *buffer, u64 cookie, unsigned int trace_ctx)
+{
+	struct ring_buffer_event *event;
+
+	event = ring_buffer_lock_reserve(buffer, sizeof(struct trace_event_raw_user_unwind_cookie));
+	if (!event)
+		return false;
+	ud_fill_cookie(buffer, event, cookie, trace_ctx);
 	return true;
 }
 
@@ -401,7 +410,6 @@ static enum ud_follows ud_follows_event(struct trace_buffer *buffer, unsigned lo
 
 static void ud_export_write(struct trace_export *export, const void *entry, unsigned int size)
 {
-	struct trace_event_raw_user_unwind_cookie *cookie_entry;
 	unsigned long end = (unsigned long)entry + size;	/* 4-byte aligned */
 	struct ring_buffer_event *buffered, *event;
 	enum ud_follows follows;
@@ -437,18 +445,14 @@ static void ud_export_write(struct trace_export *export, const void *entry, unsi
 			continue;
 		buffer = READ_ONCE(tr->array_buffer.buffer);
 		ud_ring_buffer_nest_start(buffer);
-		event = ring_buffer_lock_reserve(buffer, sizeof(*cookie_entry));
+		event = ring_buffer_lock_reserve(buffer,
+						 sizeof(struct trace_event_raw_user_unwind_cookie));
 		follows = UD_NOT_AFTER;
 		if (event) {
 			follows = ud_follows_event(buffer, (unsigned long)entry, end, end_readable,
 						   before, event);
 			if (follows == UD_AFTER && ud_rs_request(&inst->work, &cookie) >= 0) {
-				cookie_entry = ring_buffer_event_data(event);
-				tracing_generic_entry_update(&cookie_entry->ent,
-							     event_user_unwind_cookie.event.type,
-							     ud_trace_ctx());
-				cookie_entry->cookie = cookie;
-				ring_buffer_unlock_commit(buffer);
+				ud_fill_cookie(buffer, event, cookie, ud_trace_ctx());
 				ud_count(cookies);
 				ud_count(kprobe_cookies);
 			} else {
