@@ -18,7 +18,10 @@ REPO := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 FLAVOUR ?= base
 # Resolved lazily: scripts/kernel.sh builds the cached kernel when it is missing.
 KDIR ?= $(eval KDIR := $$(shell $(REPO)/scripts/kernel.sh $(FLAVOUR)))$(KDIR)
-KMAKE = $(MAKE) -C $(KDIR) LLVM=1
+# The toolchain a cached kernel was built with (scripts/kernel.sh writes it beside the tree);
+# for your own kernel, LLVM=1 unless you say otherwise (make KDIR=... LLVM=-19).
+KFLAGS ?= $(or $(shell cat $(KDIR)/ud-kbuild-flags 2>/dev/null),LLVM=$(or $(LLVM),1))
+KMAKE = $(MAKE) -C $(KDIR) $(KFLAGS)
 OUT ?= $(REPO)/out
 
 .PHONY: all module client progs setup check check-debug soak soak-debug check-host vm-test \

@@ -51,7 +51,10 @@ log "source: Linux $version ($src)"
 # --- Build ----------------------------------------------------------------------------------
 # Bump the recipe when the way the tree is configured or built changes (not for edits of
 # this script that do not change the result, which would throw away a 10-minute build).
-recipe="tinyconfig+merge_config.sh -m+olddefconfig; make LLVM=1 all; v1"
+# LLVM=-19: clang/lld/llvm 19 (Debian 12's clang-19): 6.12 needs clang >= 19.1.3 for kCFI with
+# KASAN and Rust (the debug kernel), 7.x needs LLVM >= 17; one toolchain for every kernel.
+llvm=-19
+recipe="tinyconfig+merge_config.sh -m+olddefconfig; make LLVM=$llvm all; v2"
 key=$({ cat "${fragments[@]}"; echo "$recipe"; } | sha256sum | cut -c1-12)
 out="$cache/build-$flavour-$version-$key"
 flock -u 9
@@ -67,11 +70,13 @@ if [ -e "$out/.built" ]; then # built while we waited
 	exit 0
 fi
 
-log "building $flavour kernel into $out (LLVM=1, -j$jobs)"
+log "building $flavour kernel into $out (LLVM=$llvm, -j$jobs)"
 start=$SECONDS
 rm -rf "$out"
 mkdir -p "$out"
-kmake() { make -C "$src" O="$out" LLVM=1 "$@"; }
+# bindgen finds libclang through clang-sys: point it at the one of the compiler.
+export LIBCLANG_PATH=/usr/lib/llvm$llvm/lib
+kmake() { make -C "$src" O="$out" LLVM=$llvm "$@"; }
 kmake -s tinyconfig >&2
 "$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "${fragments[@]}" >/dev/null
 kmake -s olddefconfig >&2
@@ -95,6 +100,8 @@ done < <(cat "${fragments[@]}" | grep -E '^CONFIG_' | awk -F= '{ last[$1] = $0; 
 [ $missing = 0 ] || { log "fix the fragment (a dependency is missing)"; exit 1; }
 
 kmake -s -j"$jobs" all >&2
+# How to build modules against this tree (read by the Makefile: make -C KDIR $(cat ...)).
+echo "LLVM=$llvm LIBCLANG_PATH=$LIBCLANG_PATH" >"$out/ud-kbuild-flags"
 touch "$out/.built"
 log "built in $((SECONDS - start)) s"
 echo "$out"
