@@ -8,19 +8,19 @@
  * view of it. The decisions that need no kernel object are Rust (src/core/option.rs,
  * src/core/file_cache.rs, src/core/file_id.rs, called through ud_rs_*).
  *
- * Hooks (6.12 has no API for any of this; each is a kprobe on a stable, non-inlined
- * function of kernel/trace, checked at load):
+ * Hooks (6.12 has no API for any of this): the kprobes, kretprobe, functions and variables
+ * of src/hooks.h, which says what each is for and what is lost without an optional one:
  *   trace_buffer_unlock_commit_regs  kretprobe: after an event is committed into an
  *                                    instance (the same place where 6.12 records the
  *                                    synchronous <user stack trace>): request a deferred
  *                                    unwind and write user_unwind_cookie after the event.
- *   trace_set_options                kretprobe: accept the option in trace_options too
+ *   trace_set_options                kprobe: accept the option in trace_options too
  *                                    (what trace-cmd record -O writes).
- *   trace_array_create_dir           a new instance: add the option file to it.
+ *   trace_array_create_dir           a new instance: add the option file to it
+ *   (instance_mkdir)                 (the fallback when the first is missing or inlined).
  *   event_trace_del_tracer           an instance is being removed: forget it.
  *   ring_buffer_record_on/off,       reset the instance's file_cache record (tracing
- *   ring_buffer_set_clock,           on/off, clock change, buffer cleared).
- *   ring_buffer_reset_online_cpus
+ *   ring_buffer_reset_online_cpus    on/off, clock change, buffer cleared).
  * and one ftrace export (register_ftrace_export()), for the events that kprobe handlers
  * write: the commit probe cannot fire inside another kprobe's handler.
  */
@@ -28,6 +28,8 @@
 #include <linux/hash.h>
 #include <linux/delay.h>
 #include <linux/kprobes.h>
+#include <linux/linkage.h>
+#include <linux/objtool.h>
 #include <linux/refcount.h>
 #include <linux/seq_file.h>
 #include <linux/mm.h>
@@ -47,7 +49,12 @@
 
 #include "../rust-bindings/shim.h"
 #include "ftrace.h"
-#include "ksyms.h"
+#include "hooks.h"
+
+/* The variables of src/hooks.h that kernel/trace/trace.h and kprobes.h declare: same types. */
+static_assert(__same_type(ud_data_type_ftrace_trace_arrays, ftrace_trace_arrays));
+static_assert(__same_type(ud_data_type_trace_types_lock, trace_types_lock));
+static_assert(__same_type(ud_data_type_current_kprobe, current_kprobe));
 
 #define UD_MAX_INSTANCES	64
 #define UD_BUILD_ID_HEX		(BUILD_ID_SIZE_MAX * 2 + 1)
@@ -86,20 +93,13 @@ static int ud_instance_slots;
 static siphash_key_t ud_file_key;
 static struct workqueue_struct *ud_wq;
 
-/* Symbols that are not exported (src/ksyms.c). */
-static struct dentry *(*ud_tracefs_create_file)(const char *name, umode_t mode,
-						 struct dentry *parent, void *data,
-						 const struct file_operations *fops);
-static void (*ud_tracefs_remove)(struct dentry *dentry);
-static int (*ud_build_id_parse_file)(struct file *file, unsigned char *build_id, __u32 *size);
-static unsigned int (*ud_tracing_gen_ctx_irq_test)(unsigned int irqs_status);
-static struct trace_array *ud_global_trace;
-static struct list_head *ud_trace_arrays;
-static struct mutex *ud_trace_types_lock;
-static void (*ud_ring_buffer_nest_start)(struct trace_buffer *buffer);
-static void (*ud_ring_buffer_nest_end)(struct trace_buffer *buffer);
-static struct ring_buffer_event * __percpu *ud_trace_buffered_event;
-static struct kprobe * __percpu *ud_current_kprobe;	/* kprobe_running() is inline */
+/*
+ * What the optional hooks allow (set at load): a cookie written from the commit probe's
+ * entry, nested in the event (else always from its return), and cookies for the events of
+ * kprobe handlers (the ftrace export).
+ */
+static bool ud_cookie_on_entry;
+static bool ud_kprobe_cookies;
 
 /* Per-CPU like the core's counters: the cookie counter is bumped for every event. */
 struct ud_ftrace_counts {
@@ -135,8 +135,8 @@ static unsigned int ud_trace_ctx(void)
 	unsigned long irqflags;
 
 	local_save_flags(irqflags);
-	return ud_tracing_gen_ctx_irq_test(irqs_disabled_flags(irqflags) ?
-					   TRACE_FLAG_IRQS_OFF : 0);
+	return ud_call(tracing_gen_ctx_irq_test)(irqs_disabled_flags(irqflags) ?
+						 TRACE_FLAG_IRQS_OFF : 0);
 }
 
 static void *ud_reserve(struct trace_buffer *buffer, struct trace_event_call *call,
@@ -313,11 +313,11 @@ static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 	 * own test, one event gets its cookie before its synchronous stack: readers treat
 	 * those as parts of the event either way.)
 	 */
-	if (event != this_cpu_read(*ud_trace_buffered_event) &&
+	if (ud_cookie_on_entry && event != this_cpu_read(*ud_data(trace_buffered_event)) &&
 	    !(READ_ONCE(tr->trace_flags) & (TRACE_ITER_STACKTRACE | TRACE_ITER_USERSTACKTRACE))) {
-		ud_ring_buffer_nest_start(buffer);
+		ud_call(ring_buffer_nest_start)(buffer);
 		ud_commit_cookie(inst, buffer, trace_ctx);
-		ud_ring_buffer_nest_end(buffer);
+		ud_call(ring_buffer_nest_end)(buffer);
 		return 1;
 	}
 	args->inst = inst;
@@ -345,7 +345,7 @@ static struct kretprobe ud_commit_probe = {
 	.entry_handler	= ud_commit_entry,
 	.handler	= ud_commit_return,
 	.data_size	= sizeof(struct ud_commit_args),
-	.maxactive	= 0,	/* default: enough for every CPU and nesting level */
+	/* maxactive: set at load, one per CPU and context (task, softirq, irq, NMI). */
 };
 
 /* --- The cookie after an event written in a kprobe handler: an ftrace export ---------- */
@@ -422,14 +422,14 @@ static void ud_export_write(struct trace_export *export, const void *entry, unsi
 	int i;
 
 	/* Outside kprobe handlers the commit probe writes the cookie. */
-	if (!this_cpu_read(*ud_current_kprobe) || (current->flags & PF_KTHREAD))
+	if (!this_cpu_read(*ud_data(current_kprobe)) || (current->flags & PF_KTHREAD))
 		return;
 	/*
 	 * An event built in this CPU's trace_buffered_event (filtered or soft-disabled event
 	 * file) is copied into the ring buffer by the commit, after us: no cookie can follow
 	 * it from here (documented).
 	 */
-	buffered = this_cpu_read(*ud_trace_buffered_event);
+	buffered = this_cpu_read(*ud_data(trace_buffered_event));
 	if (buffered && entry == ring_buffer_event_data(buffered))
 		return;
 	/* A word inside the event's page (a page boundary may be the end of the memory). */
@@ -444,7 +444,7 @@ static void ud_export_write(struct trace_export *export, const void *entry, unsi
 		if (!tr)
 			continue;
 		buffer = READ_ONCE(tr->array_buffer.buffer);
-		ud_ring_buffer_nest_start(buffer);
+		ud_call(ring_buffer_nest_start)(buffer);
 		event = ring_buffer_lock_reserve(buffer,
 						 sizeof(struct trace_event_raw_user_unwind_cookie));
 		follows = UD_NOT_AFTER;
@@ -460,7 +460,7 @@ static void ud_export_write(struct trace_export *export, const void *entry, unsi
 				ring_buffer_discard_commit(buffer, event);
 			}
 		}
-		ud_ring_buffer_nest_end(buffer);
+		ud_call(ring_buffer_nest_end)(buffer);
 		if (follows == UD_UNSURE)
 			ud_count(kprobe_cookies_unsure);
 		if (follows == UD_AFTER)
@@ -528,7 +528,8 @@ static void ud_build_id_hex(struct file *file, char *hex)
 	spin_unlock(&ud_build_ids_lock);
 	if (!hit) {
 		ud_count(build_id_reads);
-		if (ud_build_id_parse_file(file, id, &size) || size > BUILD_ID_SIZE_MAX)
+		if (!ud_hook_ok(UD_HOOK_build_id_parse_file) ||
+		    ud_call(build_id_parse_file)(file, id, &size) || size > BUILD_ID_SIZE_MAX)
 			size = 0;
 		spin_lock(&ud_build_ids_lock);
 		e->sb = inode->i_sb;
@@ -550,7 +551,12 @@ static struct ud_file_note *ud_describe_file(struct file *file, u32 hash)
 	pathbuf = __getname();
 	if (!pathbuf)
 		return NULL;
-	path = d_path(&file->f_path, pathbuf, PATH_MAX);
+	/*
+	 * The path the task sees (as /proc/PID/maps shows it): a file mapped through
+	 * overlayfs is mapped as the real file underneath, whose own f_path names a private
+	 * mount of the lower layer (virtme-ng's /tmp is such an overlay).
+	 */
+	path = d_path(file_user_path(file), pathbuf, PATH_MAX);
 	if (IS_ERR(path))
 		path = "(unknown)";
 	note = kzalloc(sizeof(*note) + strlen(path) + 1, GFP_KERNEL);
@@ -798,12 +804,12 @@ static void ud_commit_probe_update(void)
 				     want ? "arm" : "disarm", ret);
 	}
 	/* The export serves kprobe handlers' events: armed with the probe. */
-	if (want != ud_export_registered) {
-		if (want)
+	if ((want && ud_kprobe_cookies) != ud_export_registered) {
+		if (!ud_export_registered)
 			register_ftrace_export(&ud_export);
 		else
 			unregister_ftrace_export(&ud_export);
-		ud_export_registered = want;
+		ud_export_registered = !ud_export_registered;
 	}
 	mutex_unlock(&ud_commit_probe_lock);
 }
@@ -906,19 +912,30 @@ static const struct file_operations ud_option_fops = {
 /*
  * The same option through the instance's trace_options file ("userstacktrace_delay",
  * "nouserstacktrace_delay"), which is what `trace-cmd record -O` writes. The kernel's
- * trace_set_options() does not know the name and would fail with -EINVAL: a kretprobe
- * recognises it on entry, and on return sets the option and makes the write succeed.
+ * trace_set_options() does not know the name and would fail with -EINVAL. A kprobe on its
+ * entry recognises the name, sets the option and makes the function return 0 without
+ * running it, the way the kernel's function error injection overrides a function (regs->ip
+ * to a lone return). An entry probe has no per-call instance that concurrent callers
+ * could run out of (a return probe has maxactive of them, and trace_set_options() sleeps
+ * on event_mutex and trace_types_lock): any number of writers may be in it at once.
+ * The name is the module's: a tracer option of that name could not be set through
+ * trace_options while the module is loaded (no tracer of 6.12 has one).
  */
-struct ud_set_option_args {
-	struct ud_instance	*inst;
-	bool			value;
-};
+asmlinkage void ud_just_return(void);
+asm(".text\n"
+    ".type ud_just_return, @function\n"
+    ASM_FUNC_ALIGN
+    "ud_just_return:\n"
+	ANNOTATE_NOENDBR	/* reached by a return, not an indirect branch */
+	ASM_RET
+    ".size ud_just_return, .-ud_just_return\n");
 
-static int ud_set_option_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
+static int ud_set_option_pre(struct kprobe *p, struct pt_regs *regs)
 {
-	struct ud_set_option_args *args = (void *)ri->data;
+	struct trace_array *tr = (void *)regs_get_kernel_argument(regs, 0);
 	const char *opt = (const char *)regs_get_kernel_argument(regs, 1);
 	static const char name[] = "userstacktrace_delay";
+	struct ud_instance *inst;
 	bool value = true;
 	size_t len;
 
@@ -928,36 +945,32 @@ static int ud_set_option_entry(struct kretprobe_instance *ri, struct pt_regs *re
 		value = false;
 	}
 	if (strncmp(opt, name, sizeof(name) - 1))
-		return 1;
+		return 0;
 	for (len = sizeof(name) - 1; opt[len]; len++)
 		if (!isspace(opt[len]))
-			return 1;
-	args->inst = ud_find_instance((struct trace_array *)regs_get_kernel_argument(regs, 0));
-	args->value = value;
-	return args->inst ? 0 : 1;
-}
-
-static int ud_set_option_return(struct kretprobe_instance *ri, struct pt_regs *regs)
-{
-	struct ud_set_option_args *args = (void *)ri->data;
-
-	if ((int)regs_return_value(regs) != -EINVAL)	/* an int: rax bits 32-63 are undefined */
-		return 0;	/* a tracer option of that name exists: leave it alone */
-	if (READ_ONCE(args->inst->enabled) != args->value) {
-		WRITE_ONCE(args->inst->enabled, args->value);
-		ud_reset_file_cache(args->inst);
-		/* We hold trace_types_lock and event_mutex here, and cannot sleep. */
+			return 0;
+	inst = ud_find_instance(tr);
+	if (!inst)
+		return 0;	/* no option file there (too many instances): -EINVAL */
+	if (READ_ONCE(inst->enabled) != value) {
+		WRITE_ONCE(inst->enabled, value);
+		ud_reset_file_cache(inst);
+		/* A kprobe handler cannot sleep: arm or disarm before the writer returns. */
 		ud_commit_probe_update_soon();
 	}
 	regs_set_return_value(regs, 0);
-	return 0;
+	regs->ip = (unsigned long)ud_just_return;
+	return 1;	/* regs->ip changed: do not run the probed instruction */
 }
 
-static struct kretprobe ud_set_option_probe = {
-	.kp.symbol_name	= "trace_set_options",
-	.entry_handler	= ud_set_option_entry,
-	.handler	= ud_set_option_return,
-	.data_size	= sizeof(struct ud_set_option_args),
+/* A post handler keeps the probe from being jump-optimized, which would ignore regs->ip. */
+static void ud_set_option_post(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
+{
+}
+
+static struct kprobe ud_set_option_probe = {
+	.pre_handler	= ud_set_option_pre,
+	.post_handler	= ud_set_option_post,
 };
 
 /* --- Adding and removing instances ------------------------------------------------------ */
@@ -1024,8 +1037,8 @@ static int ud_add_instance(struct trace_array *tr)
 			tr->name ?: "(top)", ret);
 		goto free;
 	}
-	inst->option = ud_tracefs_create_file("userstacktrace_delay", TRACE_MODE_WRITE,
-					      tr->options, inst, &ud_option_fops);
+	inst->option = ud_call(tracefs_create_file)("userstacktrace_delay", TRACE_MODE_WRITE,
+						    tr->options, inst, &ud_option_fops);
 	if (!inst->option) {
 		ret = -ENOMEM;
 		unwind_deferred_cancel(&inst->work);
@@ -1050,7 +1063,7 @@ static void ud_drop_instance(int slot, bool remove_file)
 	WRITE_ONCE(inst->tr, NULL);
 	WRITE_ONCE(inst->enabled, false);
 	if (remove_file && inst->option)
-		ud_tracefs_remove(inst->option);
+		ud_call(tracefs_remove)(inst->option);
 	inst->option = NULL;
 	queue_work(ud_wq, &inst->release);
 }
@@ -1069,41 +1082,41 @@ static int ud_del_tracer_pre(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
-/* A new instance: trace_array_create_dir(tr) runs with trace_types_lock held, before the
- * instance's options directory exists. Pin the instance and add our file once mkdir's
- * locks are dropped, before it returns to user space (see ud_defer()). */
-struct ud_creation {
-	struct ud_deferred	deferred;
-	struct trace_array	*tr;
-};
-
-static void ud_creation_finish(struct ud_deferred *d)
+/* Every instance that has no option file yet gets one (those that can). */
+static void ud_add_new_instances(struct ud_deferred *d)
 {
-	struct ud_creation *c = container_of(d, struct ud_creation, deferred);
+	struct trace_array *tr;
 
-	mutex_lock(ud_trace_types_lock);
-	ud_add_instance(c->tr);
-	mutex_unlock(ud_trace_types_lock);
-	trace_array_put(c->tr);
-	kfree(c);
+	mutex_lock(ud_data(trace_types_lock));
+	list_for_each_entry(tr, ud_data(ftrace_trace_arrays), list)
+		ud_add_instance(tr);
+	mutex_unlock(ud_data(trace_types_lock));
+	kfree(d);
 }
 
-static int ud_create_dir_pre(struct kprobe *p, struct pt_regs *regs)
+/*
+ * A new instance: trace_array_create_dir(tr) runs for every instance, made by mkdir or in
+ * the kernel (trace_array_get_by_name()), with trace_types_lock held and before the
+ * instance's options directory exists. It is static, so a compiler may inline it: then
+ * instance_mkdir(), whose address tracefs holds (it cannot be inlined away), serves
+ * instances made by mkdir. Either way the instances are scanned once the creator has
+ * dropped its locks, before it returns to user space (see ud_defer()).
+ */
+static int ud_new_instance_pre(struct kprobe *p, struct pt_regs *regs)
 {
-	struct trace_array *tr = (void *)regs_get_kernel_argument(regs, 0);
-	struct ud_creation *c;
+	struct ud_deferred *d = kzalloc(sizeof(*d), GFP_ATOMIC);
 
-	c = kzalloc(sizeof(*c), GFP_ATOMIC);
-	if (!c) {
-		pr_warn("unwind_deferred: out of memory: no userstacktrace_delay in instance %s\n",
-			tr->name);
+	if (!d) {
+		pr_warn("unwind_deferred: out of memory: a new instance gets no userstacktrace_delay\n");
 		return 0;
 	}
-	c->tr = tr;
-	tr->ref++;	/* trace_types_lock is held by our caller; dropped by trace_array_put() */
-	ud_defer(&c->deferred, ud_creation_finish);
+	ud_defer(d, ud_add_new_instances);
 	return 0;
 }
+
+static struct kprobe ud_create_dir_probe = { .pre_handler = ud_new_instance_pre };
+static struct kprobe ud_mkdir_probe = { .pre_handler = ud_new_instance_pre };
+static struct kprobe ud_del_tracer_probe = { .pre_handler = ud_del_tracer_pre };
 
 /* --- file_cache resets ----------------------------------------------------------------- */
 
@@ -1135,15 +1148,15 @@ static int ud_reset_buffer_pre(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
-static struct kprobe ud_kprobes[] = {
-	{ .symbol_name = "trace_array_create_dir",	.pre_handler = ud_create_dir_pre },
-	{ .symbol_name = "event_trace_del_tracer",	.pre_handler = ud_del_tracer_pre },
-	{ .symbol_name = "ring_buffer_record_on",	.pre_handler = ud_reset_buffer_pre },
-	{ .symbol_name = "ring_buffer_record_off",	.pre_handler = ud_reset_buffer_pre },
-	{ .symbol_name = "ring_buffer_set_clock",	.pre_handler = ud_reset_buffer_pre },
-	{ .symbol_name = "ring_buffer_reset_online_cpus", .pre_handler = ud_reset_buffer_pre },
+/* (A clock change resets the buffer: ring_buffer_reset_online_cpus sees it too.) */
+static struct {
+	enum ud_hook_id	id;
+	struct kprobe	kp;
+} ud_reset_probes[] = {
+	{ UD_HOOK_ring_buffer_record_on,	 { .pre_handler = ud_reset_buffer_pre } },
+	{ UD_HOOK_ring_buffer_record_off,	 { .pre_handler = ud_reset_buffer_pre } },
+	{ UD_HOOK_ring_buffer_reset_online_cpus, { .pre_handler = ud_reset_buffer_pre } },
 };
-static struct kprobe *ud_kprobe_ptrs[ARRAY_SIZE(ud_kprobes)];
 
 /* --- debugfs counters ------------------------------------------------------------------- */
 
@@ -1173,33 +1186,11 @@ void ud_ftrace_stats_show(struct seq_file *m)
 
 /* --- Set-up and tear-down --------------------------------------------------------------- */
 
-static int ud_resolve(void)
-{
-	ud_tracefs_create_file = ud_ksym("tracefs_create_file");
-	ud_tracefs_remove = ud_ksym("tracefs_remove");
-	ud_build_id_parse_file = ud_ksym("build_id_parse_file");
-	ud_tracing_gen_ctx_irq_test = ud_ksym("tracing_gen_ctx_irq_test");
-	ud_global_trace = ud_ksym("global_trace");
-	ud_trace_arrays = ud_ksym("ftrace_trace_arrays");
-	ud_trace_types_lock = ud_ksym("trace_types_lock");
-	ud_ring_buffer_nest_start = ud_ksym("ring_buffer_nest_start");
-	ud_ring_buffer_nest_end = ud_ksym("ring_buffer_nest_end");
-	ud_trace_buffered_event = ud_ksym("trace_buffered_event");
-	ud_current_kprobe = ud_ksym("current_kprobe");
-	if (!ud_ring_buffer_nest_start || !ud_ring_buffer_nest_end || !ud_trace_buffered_event ||
-	    !ud_current_kprobe ||
-	    !ud_tracefs_create_file || !ud_tracefs_remove || !ud_build_id_parse_file ||
-	    !ud_tracing_gen_ctx_irq_test || !ud_global_trace || !ud_trace_arrays ||
-	    !ud_trace_types_lock)
-		return -ENOENT;
-	return 0;
-}
-
 /* The commit probe and the export, for good (no instance is published any more). */
 static void ud_commit_hooks_unregister(void)
 {
 	mutex_lock(&ud_commit_probe_lock);
-	unregister_kretprobe(&ud_commit_probe);
+	ud_hook_unregister_kretprobe(UD_HOOK_trace_buffer_unlock_commit_regs, &ud_commit_probe);
 	if (ud_export_registered) {
 		unregister_ftrace_export(&ud_export);
 		ud_export_registered = false;
@@ -1209,14 +1200,33 @@ static void ud_commit_hooks_unregister(void)
 	synchronize_rcu();
 }
 
+/* The probes that add instances or set the option (they queue deferred work). */
+static void ud_unregister_instance_probes(void)
+{
+	ud_hook_unregister_kprobe(UD_HOOK_trace_array_create_dir, &ud_create_dir_probe);
+	ud_hook_unregister_kprobe(UD_HOOK_instance_mkdir, &ud_mkdir_probe);
+	ud_hook_unregister_kprobe(UD_HOOK_trace_set_options, &ud_set_option_probe);
+}
+
+static void ud_unregister_reset_probes(void)
+{
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(ud_reset_probes); i++)
+		ud_hook_unregister_kprobe(ud_reset_probes[i].id, &ud_reset_probes[i].kp);
+}
+
 int ud_ftrace_init(void)
 {
 	struct trace_array *tr;
 	int i, ret;
 
-	ret = ud_resolve();
-	if (ret)
-		return ret;
+	ud_cookie_on_entry = ud_hook_ok(UD_HOOK_ring_buffer_nest_start) &&
+			     ud_hook_ok(UD_HOOK_ring_buffer_nest_end) &&
+			     ud_hook_ok(UD_HOOK_trace_buffered_event);
+	ud_kprobe_cookies = ud_hook_ok(UD_HOOK_ring_buffer_nest_start) &&
+			    ud_hook_ok(UD_HOOK_ring_buffer_nest_end) &&
+			    ud_hook_ok(UD_HOOK_current_kprobe);
 	get_random_bytes(&ud_file_key, sizeof(ud_file_key));
 	trace_event_type_funcs_user_unwind_stack.trace = ud_stack_output;
 
@@ -1224,43 +1234,38 @@ int ud_ftrace_init(void)
 	if (!ud_wq)
 		return -ENOMEM;
 
-	for (i = 0; i < ARRAY_SIZE(ud_kprobes); i++)
-		ud_kprobe_ptrs[i] = &ud_kprobes[i];
-	ret = register_kprobes(ud_kprobe_ptrs, ARRAY_SIZE(ud_kprobes));
-	if (ret) {
-		pr_err("unwind_deferred: cannot probe the tracing instance functions: %d\n", ret);
+	/* Without it an instance could be freed under us: required. */
+	ret = ud_hook_register_kprobe(UD_HOOK_event_trace_del_tracer, &ud_del_tracer_probe);
+	if (ret)
 		goto err_wq;
-	}
+	for (i = 0; i < ARRAY_SIZE(ud_reset_probes); i++)
+		ud_hook_register_kprobe(ud_reset_probes[i].id, &ud_reset_probes[i].kp);
 
 	/* Disarmed (KPROBE_FLAG_DISABLED) until an instance has the option set. */
-	ret = register_kretprobe(&ud_commit_probe);
-	if (ret) {
-		pr_err("unwind_deferred: cannot probe trace_buffer_unlock_commit_regs: %d\n", ret);
-		goto err_kprobes;
-	}
+	ud_commit_probe.maxactive = 4 * num_possible_cpus();
+	ret = ud_hook_register_kretprobe(UD_HOOK_trace_buffer_unlock_commit_regs,
+					 &ud_commit_probe);
+	if (ret)
+		goto err_probes;
 
-	/* The top level and every existing instance; later ones through the kprobe above. */
-	mutex_lock(ud_trace_types_lock);
-	list_for_each_entry(tr, ud_trace_arrays, list)
+	/* New instances: the primary hook, or the fallback when it is missing. */
+	if (ud_hook_register_kprobe(UD_HOOK_trace_array_create_dir, &ud_create_dir_probe))
+		ud_hook_register_kprobe(UD_HOOK_instance_mkdir, &ud_mkdir_probe);
+	else
+		ud_hook_unused(UD_HOOK_instance_mkdir);
+
+	/* The top level and every existing instance; later ones through the probes above. */
+	mutex_lock(ud_data(trace_types_lock));
+	list_for_each_entry(tr, ud_data(ftrace_trace_arrays), list)
 		ud_add_instance(tr);
-	mutex_unlock(ud_trace_types_lock);
+	mutex_unlock(ud_data(trace_types_lock));
 
-	ret = register_kretprobe(&ud_set_option_probe);
-	if (ret) {
-		pr_err("unwind_deferred: cannot probe trace_set_options: %d\n", ret);
-		goto err_instances;
-	}
+	ud_hook_register_kprobe(UD_HOOK_trace_set_options, &ud_set_option_probe);
 	return 0;
 
-err_instances:
-	unregister_kprobe(&ud_kprobes[0]);
-	ud_deferred_wait();
-	ud_ftrace_exit_instances();
-	ud_commit_hooks_unregister();
-	unregister_kprobes(ud_kprobe_ptrs + 1, ARRAY_SIZE(ud_kprobes) - 1);
-	goto err_wq;
-err_kprobes:
-	unregister_kprobes(ud_kprobe_ptrs, ARRAY_SIZE(ud_kprobes));
+err_probes:
+	ud_unregister_reset_probes();
+	ud_hook_unregister_kprobe(UD_HOOK_event_trace_del_tracer, &ud_del_tracer_probe);
 err_wq:
 	destroy_workqueue(ud_wq);
 	return ret;
@@ -1271,27 +1276,24 @@ void ud_ftrace_exit_instances(void)
 	int i;
 
 	/* Holding trace_types_lock: no instance is being created or removed meanwhile. */
-	mutex_lock(ud_trace_types_lock);
+	mutex_lock(ud_data(trace_types_lock));
 	for (i = 0; i < ud_instance_slots; i++) {
 		if (rcu_access_pointer(ud_instances[i]))
 			ud_drop_instance(i, true);
 	}
-	mutex_unlock(ud_trace_types_lock);
+	mutex_unlock(ud_data(trace_types_lock));
 }
 
 void ud_ftrace_exit(void)
 {
-	int i;
-
 	/* No new deferred work: stop the hooks that queue it and wait for what they queued. */
-	unregister_kprobe(&ud_kprobes[0]);
-	unregister_kretprobe(&ud_set_option_probe);
+	ud_unregister_instance_probes();
 	ud_deferred_wait();
 	ud_ftrace_exit_instances();
 	/* No instance is published any more: the release works below want them disarmed. */
 	ud_commit_hooks_unregister();
-	for (i = 1; i < ARRAY_SIZE(ud_kprobes); i++)
-		unregister_kprobe(&ud_kprobes[i]);
+	ud_unregister_reset_probes();
+	ud_hook_unregister_kprobe(UD_HOOK_event_trace_del_tracer, &ud_del_tracer_probe);
 	/* Runs every release work: cancels the unwind works and frees the instances. */
 	destroy_workqueue(ud_wq);
 }

@@ -26,7 +26,7 @@
 
 #include "../rust-bindings/shim.h"
 #include "ftrace.h"
-#include "ksyms.h"
+#include "hooks.h"
 
 #define UD_VERSION "0.1.0"
 MODULE_VERSION(UD_VERSION);
@@ -158,14 +158,9 @@ int ud_task_work_add(struct callback_head *head, bool nmi)
 	return task_work_add(current, head, nmi ? TWA_NMI_CURRENT : TWA_RESUME);
 }
 
-typedef struct callback_head *(*task_work_cancel_t)(struct task_struct *task,
-						    struct callback_head *cb);
-static task_work_cancel_t ud_task_work_cancel_fn;
-
 bool ud_task_work_cancel(struct task_struct *task, struct callback_head *head)
 {
-	/* In 6.12 task_work_cancel() returns bool; the cast only widens the check. */
-	return ud_task_work_cancel_fn && ud_task_work_cancel_fn(task, head);
+	return ud_call(task_work_cancel)(task, head);
 }
 
 /* --- Callback registry ---------------------------------------------------------------- */
@@ -245,20 +240,11 @@ void ud_pr_warn_table_full(void)
 /*
  * The per-task slot is released when the task_struct is about to be freed. Task works
  * have all run by then (exit_task_work() runs them and refuses new ones before the task
- * dies), so nothing can still reach the slot. The tracepoint is not exported as a
- * symbol, so it is found by name.
+ * dies), so nothing can still reach the slot.
  */
-static struct tracepoint *ud_tp_process_free;
-
 static void ud_probe_process_free(void *data, struct task_struct *task)
 {
 	ud_rs_task_free(task);
-}
-
-static void ud_find_tracepoint(struct tracepoint *tp, void *priv)
-{
-	if (!strcmp(tp->name, "sched_process_free"))
-		ud_tp_process_free = tp;
 }
 
 /* --- Return to user space: the per-entry reset ----------------------------------------- */
@@ -335,36 +321,32 @@ static int ud_stats_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(ud_stats);
 
+static int ud_hooks_table_show(struct seq_file *m, void *v)
+{
+	ud_hooks_show(m);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(ud_hooks_table);
+
 /* --- Set-up and tear-down ------------------------------------------------------------- */
 
 int ud_c_init(void)
 {
 	int ret;
 
-	ret = ud_ksyms_init();
+	ret = ud_hooks_init();
 	if (ret)
 		return ret;
-	ud_task_work_cancel_fn = ud_ksym("task_work_cancel");
-	if (!ud_task_work_cancel_fn)
-		return -ENOENT;
-
-	for_each_kernel_tracepoint(ud_find_tracepoint, NULL);
-	if (!ud_tp_process_free) {
-		pr_err("unwind_deferred: tracepoint sched_process_free not found\n");
-		return -ENOENT;
-	}
-	ret = tracepoint_probe_register(ud_tp_process_free, ud_probe_process_free, NULL);
-	if (ret) {
-		pr_err("unwind_deferred: cannot probe sched_process_free: %d\n", ret);
+	ret = ud_hook_register_tracepoint(UD_HOOK_sched_process_free, ud_probe_process_free, NULL);
+	if (ret)
 		return ret;
-	}
 
 	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "unwind_deferred:online",
 				ud_cpu_online, ud_cpu_offline);
 	if (ret < 0) {
 		pr_err("unwind_deferred: cannot set up CPU hotplug state: %d\n", ret);
-		tracepoint_probe_unregister(ud_tp_process_free, ud_probe_process_free, NULL);
-		tracepoint_synchronize_unregister();
+		ud_hook_unregister_tracepoint(UD_HOOK_sched_process_free, ud_probe_process_free,
+					      NULL);
 		return ret;
 	}
 	ud_cpuhp_state = ret;
@@ -372,13 +354,15 @@ int ud_c_init(void)
 	ret = ud_ftrace_init();
 	if (ret) {
 		cpuhp_remove_state(ud_cpuhp_state);
-		tracepoint_probe_unregister(ud_tp_process_free, ud_probe_process_free, NULL);
-		tracepoint_synchronize_unregister();
+		ud_hook_unregister_tracepoint(UD_HOOK_sched_process_free, ud_probe_process_free,
+					      NULL);
 		return ret;
 	}
 
 	ud_debugfs = debugfs_create_dir("unwind_deferred", NULL);
 	debugfs_create_file("stats", 0444, ud_debugfs, NULL, &ud_stats_fops);
+	debugfs_create_file("hooks", 0444, ud_debugfs, NULL, &ud_hooks_table_fops);
+	ud_hooks_report();
 	return 0;
 }
 
@@ -389,6 +373,5 @@ void ud_c_exit(void)
 	ud_ftrace_exit();
 	/* Unregisters the notifier on every CPU, on that CPU: none runs after this. */
 	cpuhp_remove_state(ud_cpuhp_state);
-	tracepoint_probe_unregister(ud_tp_process_free, ud_probe_process_free, NULL);
-	tracepoint_synchronize_unregister();
+	ud_hook_unregister_tracepoint(UD_HOOK_sched_process_free, ud_probe_process_free, NULL);
 }
