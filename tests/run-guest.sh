@@ -38,7 +38,7 @@ else
 fi
 
 # A kernel problem anywhere in the log fails the test during which it appeared.
-KERNEL_PROBLEM='WARNING:|BUG:|Oops|general protection|Call Trace:|INFO: task .* blocked|possible circular locking|inconsistent lock state|KASAN|kmemleak: [0-9]+ new suspected|UBSAN|RCU detected stall|soft lockup|hard LOCKUP|list_add corruption|list_del corruption'
+KERNEL_PROBLEM='WARNING:|BUG:|Oops|CFI failure|general protection|Call Trace:|INFO: task .* blocked|possible circular locking|inconsistent lock state|KASAN|kmemleak: [0-9]+ new suspected|UBSAN|RCU detected stall|soft lockup|hard LOCKUP|list_add corruption|list_del corruption'
 
 reset_tracing() {
 	echo 0 > $TRACING/tracing_on
