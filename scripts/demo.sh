@@ -39,6 +39,16 @@ ustack=$REPO/target/release/ustack
 "$ustack" --comm demo -f folded "$out/trace.dat" >"$out/folded.txt" 2>/dev/null
 "$ustack" --comm demo -f svg "$out/trace.dat" >"$out/flamegraph.svg" 2>/dev/null
 
+# A flame graph of unsymbolized frames is no demo: fail, and say why.
+stat() { awk -v k="$1" 'index($0, k) { print $NF; exit }' "$out/stats.txt"; }
+symbolized=$(stat "output frames symbolized") unsymbolized=$(stat "output frames not symbolized")
+if [ -z "$symbolized" ] || [ $((2 * ${unsymbolized:-0})) -gt $((symbolized + ${unsymbolized:-0})) ]; then
+	echo "demo: FAILED: ${unsymbolized:-?} of $((${symbolized:-0} + ${unsymbolized:-0})) frames of the demo could not be symbolized"
+	echo "  (files not found: $(stat "files not found"); the trace names the files the guest"
+	echo "  mapped, which ustack reads on this host; see $out/stats.txt and $out/report.txt)"
+	exit 1
+fi
+
 echo
 echo "demo: hottest stacks of the demo program (folded, root first):"
 sort -t' ' -k2 -nr "$out/folded.txt" | head -5 | cut -c1-160
