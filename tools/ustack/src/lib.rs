@@ -10,6 +10,7 @@ pub mod correlate;
 pub mod input;
 pub mod output;
 pub mod parse;
+mod reader;
 pub mod stats;
 pub mod symbolize;
 

@@ -43,6 +43,10 @@ struct Cli {
     /// Prefix every recorded file path with DIR (the traced system's root)
     #[arg(long, value_name = "DIR")]
     sysroot: Option<PathBuf>,
+    /// Refuse files named by the trace that are larger than SIZE bytes (suffix K, M or G
+    /// for KiB, MiB, GiB)
+    #[arg(long, value_name = "SIZE", default_value = "2G", value_parser = parse_size)]
+    max_file_size: u64,
     /// Only events of this pid (repeatable)
     #[arg(long, value_name = "PID")]
     pid: Vec<u32>,
@@ -88,6 +92,7 @@ fn run(cli: Cli) -> Result<(), String> {
     let mut engine = Engine::new();
     engine.keep_orphans(cli.orphans);
     let mut sym = Symbolizer::new(cli.sysroot.clone());
+    sym.max_file_size = cli.max_file_size;
     let mut folded = Folded::default();
     let mut samples: Vec<Sample> = Vec::new();
     let (mut buf, mut line) = (Vec::new(), String::new());
@@ -153,6 +158,21 @@ fn run(cli: Cli) -> Result<(), String> {
     closed
 }
 
+/// `123`, `64K`, `512M`, `2G` (binary multiples) → bytes.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (digits, shift) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 30),
+        _ => (s, 0),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{s}': expected a number of bytes, with K, M or G"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("'{s}': too large"))
+}
+
 /// Output closed early (`ustack ... | head`): not an error.
 const EPIPE: &str = "EPIPE";
 
@@ -164,5 +184,26 @@ fn main() -> ExitCode {
             eprintln!("ustack: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("512m"), Ok(512 << 20));
+        assert_eq!(
+            parse_size("2G"),
+            Ok(ustack::symbolize::DEFAULT_MAX_FILE_SIZE)
+        );
+        assert!(parse_size("").is_err());
+        assert!(parse_size("G").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("1T").is_err());
+        assert!(parse_size("99999999999G").is_err());
     }
 }

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::symbolize::Refusal;
+
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Stats {
     // parser
@@ -36,7 +38,13 @@ pub struct Stats {
     pub files_not_found: u64,
     pub files_build_id_mismatch: u64,
     pub files_unverified: u64,
-    pub files_unreadable: u64,
+    /// Neither an ELF file nor another format `object` reads.
+    pub files_not_elf: u64,
+    /// Files refused by [`read_regular_file`](crate::symbolize::read_regular_file), by
+    /// reason.
+    pub files_refused_not_regular: u64,
+    pub files_refused_too_large: u64,
+    pub files_refused_unreadable: u64,
     pub frames_symbolized: u64,
     pub frames_unsymbolized: u64,
 }
@@ -56,8 +64,43 @@ impl Stats {
             + self.frames_unknown_hash
             + self.files_not_found
             + self.files_build_id_mismatch
-            + self.files_unreadable
+            + self.files_not_elf
+            + self.files_refused()
             > 0
+    }
+
+    /// Files not read, all reasons.
+    pub fn files_refused(&self) -> u64 {
+        self.files_refused_not_regular
+            + self.files_refused_too_large
+            + self.files_refused_unreadable
+    }
+
+    /// Count one refused file.
+    pub fn count_refusal(&mut self, why: Refusal) {
+        match why {
+            Refusal::NotRegular => self.files_refused_not_regular += 1,
+            Refusal::TooLarge => self.files_refused_too_large += 1,
+            Refusal::Unreadable => self.files_refused_unreadable += 1,
+        }
+    }
+
+    /// `(not a regular file 1, too large 1)`: the non-zero refusal reasons.
+    fn refusal_reasons(&self) -> String {
+        let parts: Vec<String> = [
+            ("not a regular file", self.files_refused_not_regular),
+            ("too large", self.files_refused_too_large),
+            ("unreadable", self.files_refused_unreadable),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(what, n)| format!("{what} {n}"))
+        .collect();
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
+        }
     }
 }
 
@@ -106,13 +149,19 @@ impl fmt::Display for Stats {
                 "files without a recorded build-id (unverified)",
                 self.files_unverified,
             ),
-            ("files unreadable or not ELF", self.files_unreadable),
+            ("files refused", self.files_refused()),
+            ("files not ELF", self.files_not_elf),
             ("output frames symbolized", self.frames_symbolized),
             ("output frames not symbolized", self.frames_unsymbolized),
         ];
         writeln!(f, "ustack summary:")?;
         for (name, v) in rows {
-            writeln!(f, "  {name:<50} {v:>10}")?;
+            let more = if *name == "files refused" {
+                self.refusal_reasons()
+            } else {
+                String::new()
+            };
+            writeln!(f, "  {name:<50} {v:>10}{more}")?;
         }
         if self.undecoded_events > 0 {
             writeln!(

@@ -461,3 +461,60 @@ fn rust_names_are_demangled() {
         }
     }
 }
+
+/// The file is read into memory once (never mapped or reopened by path): compressed
+/// debug sections are decompressed from that copy.
+#[test]
+fn compressed_debug_sections() {
+    let d = tmpdir("gz");
+    let bin = build(&d, "cc", "prog", "c", PROG, &["-O0", "-g", "-gz=zlib"]);
+    let out = std::process::Command::new("readelf")
+        .args(["-SW"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    let info = out.lines().find(|l| l.contains(".debug_info")).unwrap();
+    assert!(
+        info.split_whitespace().any(|f| f.contains('C')),
+        "not compressed: {info}"
+    );
+    check_prog_dwarf(&bin, "");
+}
+
+/// Split DWARF: the inlined frames and function names are in the `.dwo` file, read with
+/// the same checks as the file itself (a FIFO in its place neither blocks nor is read).
+#[test]
+fn split_dwarf_dwo_file() {
+    let d = tmpdir("dwo");
+    let bin = build(&d, "cc", "prog", "c", PROG, &["-O0", "-g", "-gsplit-dwarf"]);
+    let dwo = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "dwo"))
+        .expect("cc -gsplit-dwarf wrote no .dwo file");
+    check_prog_dwarf(&bin, "");
+    // without the .dwo only the line table of the skeleton unit and the symbol table are
+    // left: no inlined frame
+    let ra = return_addrs(&bin, "ut_outer", "ut_leaf")[0];
+    let inlined = |bin: &Path| {
+        let bin = bin.to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = sym(&bin, "", vaddr_to_offset(&bin, ra), true).unwrap();
+            let _ = tx.send(r.iter().filter(|f| f.inlined).count());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("symbolization blocked or failed")
+    };
+    assert_eq!(inlined(&bin), 1);
+    let moved = d.join("moved.dwo");
+    std::fs::rename(&dwo, &moved).unwrap();
+    assert_eq!(inlined(&bin), 0);
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&dwo)
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(inlined(&bin), 0);
+}
