@@ -4,6 +4,7 @@
 //! Everything that can be stated without touching a `task_struct` lives here, so that it is
 //! compiled into the module *and* exercised by host `cargo test` (and loom, with `--cfg loom`).
 
+pub mod cfi;
 pub mod cookie;
 pub mod file_cache;
 pub mod file_id;

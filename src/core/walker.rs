@@ -64,7 +64,7 @@ impl<R: WordReader> Windowed<R> {
 
     #[inline]
     fn cached(&self, fp: u64) -> Option<[u64; 2]> {
-        if fp % 8 != 0 {
+        if fp & 7 != 0 {
             return None;
         }
         let i = usize::try_from(fp.checked_sub(self.base)? / 8).ok()?;
@@ -143,7 +143,7 @@ pub fn walk(
         }
         // The frame record must be aligned, on the stack (at or above the stack pointer),
         // and inside user space.
-        if fp % 8 != 0 || fp < regs.sp || fp >= user_end - 16 {
+        if fp & 7 != 0 || fp < regs.sp || fp >= user_end - 16 {
             return (n, Stop::Invalid);
         }
         if n == out.len() {

@@ -1,0 +1,463 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Reading the traced process's memory: the trait the kernel implements, the windowed and
+//! budgeted reader a walk goes through, and a bounded byte cursor over it.
+
+use super::{Error, Invalid, MALFORMED};
+
+/// Reads the traced process's memory at absolute (user) addresses. The module implements it
+/// with `copy_from_user`; every call is one user-access section, so callers read through a
+/// [`ReadAhead`].
+pub trait UnwindMemory {
+    /// Reads `out.len()` bytes at `addr`: all of them (`true`) or nothing (`false`, `out`
+    /// unspecified). Must not panic whatever `addr` is.
+    fn read(&mut self, addr: u64, out: &mut [u8]) -> bool;
+
+    /// Like [`UnwindMemory::read`], for a random-access read (a binary search probe) that
+    /// reading ahead would not help: a windowed reader reads exactly `out`.
+    fn read_probe(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        self.read(addr, out)
+    }
+}
+
+impl<M: UnwindMemory + ?Sized> UnwindMemory for &mut M {
+    #[inline]
+    fn read(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        (**self).read(addr, out)
+    }
+
+    #[inline]
+    fn read_probe(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        (**self).read_probe(addr, out)
+    }
+}
+
+/// Read-ahead windows kept by a [`ReadAhead`]: the stack, the CIE, the FDE and the search
+/// table each keep theirs while the others are read.
+pub const WINDOW_SLOTS: usize = 4;
+/// Bytes per read-ahead window: a typical FDE, CIE, or the return address and the saved
+/// registers of a frame.
+pub const WINDOW_BYTES: usize = 64;
+/// Bytes one walk may read from user memory (all reads: stack, search table, CIEs, FDEs).
+/// A warm walk reads one window per frame (about 64 bytes), a cold one about 300–500 (the
+/// search, the FDE and CIE windows): 64 KiB is over a hundred cold frames.
+pub const MAX_BYTES_PER_WALK: u64 = 64 * 1024;
+
+/// Why the last failed read of a [`ReadAhead`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadFailure {
+    /// No read failed.
+    None,
+    /// The range is empty at zero, wraps, or does not end below the end of user space.
+    Range,
+    /// The byte budget is spent.
+    Budget,
+    /// The underlying reader failed (the memory is not mapped or not readable).
+    Fault,
+}
+
+/// One read-ahead window.
+///
+/// # Invariants
+///
+/// `len <= WINDOW_BYTES`; `data[..len]` holds the user bytes at `base..base + len`.
+#[derive(Clone, Copy)]
+struct Slot {
+    base: u64,
+    len: usize,
+    last_use: u32,
+    data: [u8; WINDOW_BYTES],
+}
+
+const EMPTY_SLOT: Slot = Slot {
+    base: 0,
+    len: 0,
+    last_use: 0,
+    data: [0; WINDOW_BYTES],
+};
+
+/// An [`UnwindMemory`] that reads through [`WINDOW_SLOTS`] read-ahead windows of
+/// [`WINDOW_BYTES`] bytes, rejects any range that is not inside `1..user_end`, and stops
+/// reading when a byte budget is spent. It counts the calls and bytes of the underlying
+/// reader (the cost of a walk).
+///
+/// A window never reads past the end of the page the requested address is on (unless the
+/// request itself crosses it): reading ahead must not touch a page the walk never uses.
+/// Reads larger than a window go straight to the underlying reader. A window read that
+/// fails is retried once for exactly the requested bytes.
+///
+/// # Invariants
+///
+/// Every slot holds bytes that the underlying reader returned during this walk; `bytes`
+/// is the sum of the lengths of all underlying reads.
+pub struct ReadAhead<M> {
+    inner: M,
+    page_size: u64,
+    user_end: u64,
+    budget: u64,
+    bytes: u64,
+    calls: u32,
+    clock: u32,
+    failure: ReadFailure,
+    slots: [Slot; WINDOW_SLOTS],
+}
+
+impl<M: UnwindMemory> ReadAhead<M> {
+    /// A reader over `inner` for a system with `page_size` byte pages (a power of two;
+    /// anything else disables reading ahead), accepting addresses below `user_end` and at
+    /// most `budget` bytes of underlying reads.
+    pub fn new(inner: M, page_size: u64, user_end: u64, budget: u64) -> Self {
+        // INVARIANT: no slot holds anything, nothing was read.
+        Self {
+            inner,
+            page_size,
+            user_end,
+            budget,
+            bytes: 0,
+            calls: 0,
+            clock: 0,
+            failure: ReadFailure::None,
+            slots: [EMPTY_SLOT; WINDOW_SLOTS],
+        }
+    }
+
+    /// The underlying reader.
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+
+    /// Bytes read from the underlying reader so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Calls of the underlying reader so far.
+    pub fn read_calls(&self) -> u32 {
+        self.calls
+    }
+
+    /// Why the most recent failed read failed.
+    pub fn last_failure(&self) -> ReadFailure {
+        self.failure
+    }
+
+    /// The [`Error`] matching the most recent failed read.
+    pub fn failure_error(&self) -> Error {
+        match self.failure {
+            ReadFailure::Budget => Error::Budget,
+            ReadFailure::Range => Error::Invalid(Invalid::Address),
+            ReadFailure::None | ReadFailure::Fault => Error::Fault,
+        }
+    }
+
+    /// One underlying read, counted against the budget.
+    fn fetch(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        let len = out.len() as u64;
+        match self.bytes.checked_add(len) {
+            Some(total) if total <= self.budget => self.bytes = total,
+            _ => {
+                self.failure = ReadFailure::Budget;
+                return false;
+            }
+        }
+        self.calls = self.calls.saturating_add(1);
+        if self.inner.read(addr, out) {
+            true
+        } else {
+            self.failure = ReadFailure::Fault;
+            false
+        }
+    }
+
+    /// Checks `addr..addr + len` is a non-empty range inside `1..user_end`; returns its end.
+    fn check_range(&mut self, addr: u64, len: usize) -> Option<u64> {
+        let end = addr.checked_add(len as u64);
+        match end {
+            Some(end) if addr != 0 && end <= self.user_end => Some(end),
+            _ => {
+                self.failure = ReadFailure::Range;
+                None
+            }
+        }
+    }
+
+    fn tick(&mut self) -> u32 {
+        self.clock = self.clock.wrapping_add(1);
+        self.clock
+    }
+}
+
+impl<M: UnwindMemory> UnwindMemory for ReadAhead<M> {
+    fn read(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        let n = out.len();
+        if n == 0 {
+            return true;
+        }
+        if self.check_range(addr, n).is_none() {
+            return false;
+        }
+        let now = self.tick();
+        // A window that holds the whole range.
+        for slot in self.slots.iter_mut() {
+            let Some(start) = addr.checked_sub(slot.base) else {
+                continue;
+            };
+            let Ok(start) = usize::try_from(start) else {
+                continue;
+            };
+            let Some(stop) = start.checked_add(n) else {
+                continue;
+            };
+            if let Some(bytes) = slot.data.get(..slot.len).and_then(|d| d.get(start..stop)) {
+                out.copy_from_slice(bytes);
+                slot.last_use = now;
+                return true;
+            }
+        }
+        if n > WINDOW_BYTES {
+            return self.fetch(addr, out);
+        }
+        // A new window at `addr`: up to WINDOW_BYTES, but not past the end of `addr`'s page
+        // (unless the request crosses it) nor past the end of user space.
+        let mut want = WINDOW_BYTES as u64;
+        if self.page_size.is_power_of_two() {
+            let in_page = addr & self.page_size.wrapping_sub(1);
+            want = want.min(self.page_size.wrapping_sub(in_page));
+        } else {
+            want = 0;
+        }
+        // Nor past the end of user space or of the budget (the request itself still may
+        // exceed the budget: then it fails).
+        let left = self.budget.saturating_sub(self.bytes);
+        want = want
+            .min(self.user_end.wrapping_sub(addr))
+            .min(left)
+            .max(n as u64);
+        let want = (want as usize).min(WINDOW_BYTES);
+        // An empty slot, else the least recently used one.
+        let mut victim = 0;
+        let mut oldest = 0;
+        for (i, slot) in self.slots.iter().enumerate() {
+            if slot.len == 0 {
+                victim = i;
+                break;
+            }
+            let age = now.wrapping_sub(slot.last_use);
+            if age > oldest {
+                victim = i;
+                oldest = age;
+            }
+        }
+        let mut buf = [0u8; WINDOW_BYTES];
+        let Some(window) = buf.get_mut(..want) else {
+            return false;
+        };
+        let mut got = want;
+        if !self.fetch(addr, window) {
+            if want == n || self.failure == ReadFailure::Budget {
+                return false;
+            }
+            // The read-ahead part may be what failed: retry for exactly the request.
+            let Some(exact) = buf.get_mut(..n) else {
+                return false;
+            };
+            if !self.fetch(addr, exact) {
+                return false;
+            }
+            got = n;
+        }
+        let Some(bytes) = buf.get(..n) else {
+            return false;
+        };
+        out.copy_from_slice(bytes);
+        if let Some(slot) = self.slots.get_mut(victim) {
+            // INVARIANT: `buf[..got]` was just read at `addr`.
+            slot.base = addr;
+            slot.len = got;
+            slot.last_use = now;
+            slot.data = buf;
+        }
+        true
+    }
+
+    fn read_probe(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        if self.check_range(addr, out.len()).is_none() {
+            return false;
+        }
+        if out.is_empty() {
+            return true;
+        }
+        self.fetch(addr, out)
+    }
+}
+
+/// Reads a little-endian `u64` at `addr`.
+#[inline]
+pub(crate) fn read_u64(mem: &mut impl UnwindMemory, addr: u64) -> Result<u64, Error> {
+    let mut b = [0u8; 8];
+    if mem.read(addr, &mut b) {
+        Ok(u64::from_le_bytes(b))
+    } else {
+        Err(Error::Fault)
+    }
+}
+
+/// Maximum bytes of a LEB128 number: 10 hold 64 bits.
+pub const MAX_LEB128_BYTES: usize = 10;
+
+/// A position in user memory and the end of the region it may read (an entry, a section):
+/// every read is checked against `end`.
+///
+/// # Invariants
+///
+/// `pos <= end` (a read that would pass `end` fails and leaves the cursor unchanged).
+pub(crate) struct Cursor<'m, M: UnwindMemory> {
+    pub(crate) mem: &'m mut M,
+    pos: u64,
+    end: u64,
+}
+
+impl<'m, M: UnwindMemory> Cursor<'m, M> {
+    /// A cursor over `start..end` (empty if `end < start`).
+    pub(crate) fn new(mem: &'m mut M, start: u64, end: u64) -> Self {
+        // INVARIANT: pos <= end.
+        Self {
+            mem,
+            pos: start,
+            end: end.max(start),
+        }
+    }
+
+    /// The address of the next byte.
+    pub(crate) fn pos(&self) -> u64 {
+        self.pos
+    }
+
+    /// Whether the region is consumed.
+    pub(crate) fn at_end(&self) -> bool {
+        self.pos >= self.end
+    }
+
+    /// Bytes left.
+    pub(crate) fn remaining(&self) -> u64 {
+        self.end.wrapping_sub(self.pos)
+    }
+
+    /// Reads `out.len()` bytes.
+    pub(crate) fn bytes(&mut self, out: &mut [u8]) -> Result<(), Error> {
+        let len = out.len() as u64;
+        if len > self.remaining() {
+            return Err(MALFORMED);
+        }
+        if !self.mem.read(self.pos, out) {
+            return Err(Error::Fault);
+        }
+        // INVARIANT: len <= end - pos.
+        self.pos = self.pos.wrapping_add(len);
+        Ok(())
+    }
+
+    /// Skips `len` bytes.
+    pub(crate) fn skip(&mut self, len: u64) -> Result<(), Error> {
+        if len > self.remaining() {
+            return Err(MALFORMED);
+        }
+        // INVARIANT: len <= end - pos.
+        self.pos = self.pos.wrapping_add(len);
+        Ok(())
+    }
+
+    pub(crate) fn u8(&mut self) -> Result<u8, Error> {
+        let mut b = [0u8; 1];
+        self.bytes(&mut b)?;
+        Ok(b[0])
+    }
+
+    pub(crate) fn u16(&mut self) -> Result<u16, Error> {
+        let mut b = [0u8; 2];
+        self.bytes(&mut b)?;
+        Ok(u16::from_le_bytes(b))
+    }
+
+    pub(crate) fn u32(&mut self) -> Result<u32, Error> {
+        let mut b = [0u8; 4];
+        self.bytes(&mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    pub(crate) fn u64(&mut self) -> Result<u64, Error> {
+        let mut b = [0u8; 8];
+        self.bytes(&mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// An unsigned LEB128 number; more than 64 bits of value is malformed.
+    pub(crate) fn uleb(&mut self) -> Result<u64, Error> {
+        let mut leb = Leb::new();
+        for _ in 0..MAX_LEB128_BYTES {
+            if let Some(v) = leb.push(self.u8()?, false)? {
+                return Ok(v.0);
+            }
+        }
+        Err(MALFORMED)
+    }
+
+    /// A signed LEB128 number; more than 64 bits of value is malformed.
+    pub(crate) fn sleb(&mut self) -> Result<i64, Error> {
+        let mut leb = Leb::new();
+        for _ in 0..MAX_LEB128_BYTES {
+            if let Some((v, shift, last)) = leb.push(self.u8()?, true)? {
+                return Ok(sign_extend_leb(v, shift, last));
+            }
+        }
+        Err(MALFORMED)
+    }
+}
+
+/// The state of a LEB128 decoder (shared by the memory cursor and the expression reader).
+pub(crate) struct Leb {
+    value: u64,
+    shift: u32,
+}
+
+impl Leb {
+    pub(crate) const fn new() -> Self {
+        Self { value: 0, shift: 0 }
+    }
+
+    /// Adds one byte of an unsigned (or `signed`) number; returns `(value, bits consumed,
+    /// last byte)` after the last byte. A value that does not fit 64 bits is malformed.
+    pub(crate) fn push(&mut self, byte: u8, signed: bool) -> Result<Option<(u64, u32, u8)>, Error> {
+        let low = u64::from(byte & 0x7f);
+        if self.shift >= 64 {
+            return Err(MALFORMED);
+        }
+        // At bit 63 only one bit is left: the byte must be 0 or 1 (unsigned), or the sign
+        // extension 0 or 0x7f (signed).
+        if self.shift == 63 {
+            let fits = if signed {
+                low == 0 || low == 0x7f
+            } else {
+                low <= 1
+            };
+            if !fits {
+                return Err(MALFORMED);
+            }
+        }
+        self.value |= low.wrapping_shl(self.shift);
+        self.shift = self.shift.wrapping_add(7);
+        if byte & 0x80 == 0 {
+            Ok(Some((self.value, self.shift, byte)))
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+/// Sign-extends a decoded signed LEB128 value of `shift` bits whose last byte was `last`.
+pub(crate) fn sign_extend_leb(value: u64, shift: u32, last: u8) -> i64 {
+    if shift < 64 && last & 0x40 != 0 {
+        (value | u64::MAX.wrapping_shl(shift)) as i64
+    } else {
+        value as i64
+    }
+}

@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The walk driver: from the user registers at kernel entry to the list of return addresses,
+//! by CFI where an FDE covers the PC and by the frame-pointer chain where none does.
+//!
+//! The driver asks an [`UnwindInfoSource`] (the module: the VMA of the PC and its file's
+//! cached ELF summary) where the unwind information of each PC is, caches the rows it
+//! computes in a caller-owned [`RowCache`], and reads all memory through a [`ReadAhead`].
+//!
+//! Safety of a walk (every check is counted by its [`Stop`]):
+//!
+//! * at most `out.len()` frames, [`WalkParams::byte_budget`] bytes read, and bounded work
+//!   per frame (see the constants of each module);
+//! * the stack pointer strictly grows from one frame to the next (so a cyclic stack ends),
+//!   except across a signal frame (a `sigaltstack` can be anywhere), and at most
+//!   [`MAX_SIGNAL_FRAMES`] of those;
+//! * every address written to the output and every address read is non-zero and below
+//!   `user_end`.
+
+use super::cache::RowStore;
+use super::eh_frame::parse_fde;
+use super::eh_frame_hdr;
+use super::interp::row_for_pc;
+use super::memory::{ReadAhead, UnwindMemory, MAX_BYTES_PER_WALK};
+use super::regs::{Regs, RA, RBP, RSP};
+use super::row::Row;
+use super::step::{step, Caller};
+use super::{Error, Invalid, Unsupported};
+// Relative: the module includes these files as `crate::logic`, the host crate as its root.
+use super::super::walker;
+
+/// Most signal frames on one stack (nested signals).
+pub const MAX_SIGNAL_FRAMES: u32 = 8;
+/// The smallest `user_end` a walk accepts (below it nothing is user space).
+const MIN_USER_END: u64 = 4096;
+
+/// How frames are unwound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// CFI where an FDE covers the PC, the frame-pointer chain where none does (code
+    /// without unwind information: hand-written assembly, JIT code, anonymous memory).
+    Auto,
+    /// CFI only: the walk stops ([`Stop::NoUnwindInfo`]) at a PC no FDE covers.
+    Cfi,
+    /// The frame-pointer walk of [`walker::walk`], unchanged.
+    Fp,
+}
+
+/// Where the unwind information of a mapped file is (what a per-file cache provides).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModuleInfo {
+    /// Identifies the file's unwind information for the [`RowCache`]: two modules with the
+    /// same id must have identical `.eh_frame_hdr` and `.eh_frame` (for example a hash of
+    /// the file's identity, as the module's file ids).
+    pub id: u64,
+    /// Load bias: runtime address minus link-time address ([`super::ElfInfo::bias`]).
+    pub bias: u64,
+    /// Link-time address of `.eh_frame_hdr` (`PT_GNU_EH_FRAME`'s `p_vaddr`).
+    pub eh_frame_hdr: u64,
+    /// Its size (`p_memsz`; 0 if unknown).
+    pub eh_frame_hdr_len: u64,
+}
+
+/// What an [`UnwindInfoSource`] knows about a PC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// The PC is in no mapping: it is not code (the walk is broken).
+    Unmapped,
+    /// The PC is mapped, but without unwind information (anonymous memory, a file without
+    /// `PT_GNU_EH_FRAME`, a file whose headers cannot be read).
+    NoInfo,
+    /// The PC is in a mapped file with a `.eh_frame_hdr`.
+    Module(ModuleInfo),
+}
+
+/// Finds the unwind information of a PC (the module: `find_vma`, then the file's cached
+/// ELF summary).
+pub trait UnwindInfoSource {
+    /// Where the unwind information of `pc` is.
+    fn find(&mut self, pc: u64) -> Lookup;
+}
+
+/// The parameters of a walk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkParams {
+    /// How frames are unwound.
+    pub mode: Mode,
+    /// The end of user space: every address must lie below it.
+    pub user_end: u64,
+    /// The page size (a power of two): read-ahead never crosses a page end.
+    pub page_size: u64,
+    /// Bytes the walk may read ([`MAX_BYTES_PER_WALK`] by default).
+    pub byte_budget: u64,
+}
+
+impl WalkParams {
+    /// Parameters with the default byte budget.
+    pub const fn new(mode: Mode, user_end: u64, page_size: u64) -> Self {
+        Self {
+            mode,
+            user_end,
+            page_size,
+            byte_budget: MAX_BYTES_PER_WALK,
+        }
+    }
+}
+
+/// Why a walk stopped. Every value is distinct (see [`Stop::index`]) so that the module can
+/// count each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The end of the stack: an undefined return address (`_start`, `clone`), a zero return
+    /// address, or a zero frame pointer.
+    End,
+    /// The output is full.
+    Full,
+    /// Reading memory faulted (the stack or the unwind information).
+    Fault,
+    /// The byte budget is spent.
+    Budget,
+    /// CFI mode: no FDE covers the PC.
+    NoUnwindInfo,
+    /// The stack or the unwind information is invalid.
+    Invalid(Invalid),
+    /// The unwind information needs something this unwinder does not do.
+    Unsupported(Unsupported),
+}
+
+/// The stop reasons without a kind.
+const SIMPLE_STOPS: usize = 5;
+
+impl Stop {
+    /// Number of distinct stop reasons ([`Stop::index`] is below it).
+    pub const COUNT: usize = SIMPLE_STOPS + Invalid::ALL.len() + Unsupported::ALL.len();
+
+    /// A dense index in `0..Stop::COUNT` (for counters).
+    pub const fn index(self) -> usize {
+        match self {
+            Stop::End => 0,
+            Stop::Full => 1,
+            Stop::Fault => 2,
+            Stop::Budget => 3,
+            Stop::NoUnwindInfo => 4,
+            Stop::Invalid(k) => SIMPLE_STOPS + k.index(),
+            Stop::Unsupported(k) => SIMPLE_STOPS + Invalid::ALL.len() + k.index(),
+        }
+    }
+
+    /// The stop reason of index `i` (the inverse of [`Stop::index`]).
+    pub fn from_index(i: usize) -> Option<Stop> {
+        Some(match i {
+            0 => Stop::End,
+            1 => Stop::Full,
+            2 => Stop::Fault,
+            3 => Stop::Budget,
+            4 => Stop::NoUnwindInfo,
+            _ => {
+                let k = i.checked_sub(SIMPLE_STOPS)?;
+                match Invalid::ALL.get(k) {
+                    Some(&v) => Stop::Invalid(v),
+                    None => Stop::Unsupported(
+                        *Unsupported::ALL.get(k.checked_sub(Invalid::ALL.len())?)?,
+                    ),
+                }
+            }
+        })
+    }
+
+    /// A short name of the reason's class (`"invalid"`, `"unsupported"`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Stop::End => "end",
+            Stop::Full => "full",
+            Stop::Fault => "fault",
+            Stop::Budget => "budget",
+            Stop::NoUnwindInfo => "no_unwind_info",
+            Stop::Invalid(_) => "invalid",
+            Stop::Unsupported(_) => "unsupported",
+        }
+    }
+
+    /// The name of the kind of an `Invalid` or `Unsupported` reason (`""` otherwise).
+    pub const fn detail(self) -> &'static str {
+        match self {
+            Stop::Invalid(k) => k.name(),
+            Stop::Unsupported(k) => k.name(),
+            _ => "",
+        }
+    }
+
+    fn from_error(e: Error) -> Stop {
+        match e {
+            Error::Fault => Stop::Fault,
+            Error::Budget => Stop::Budget,
+            Error::NotFound => Stop::NoUnwindInfo,
+            Error::Invalid(k) => Stop::Invalid(k),
+            Error::Unsupported(k) => Stop::Unsupported(k),
+        }
+    }
+}
+
+/// Per-walk statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WalkStats {
+    /// Frames unwound by CFI.
+    pub cfi_frames: u32,
+    /// Frames unwound by the frame-pointer chain.
+    pub fp_frames: u32,
+    /// Signal frames unwound.
+    pub signal_frames: u32,
+    /// Rows found in the row cache.
+    pub cache_hits: u32,
+    /// Rows computed (and cached).
+    pub cache_misses: u32,
+    /// Bytes read from user memory.
+    pub bytes_read: u64,
+    /// Calls of the memory reader.
+    pub read_calls: u32,
+}
+
+/// The result of [`walk`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkResult {
+    /// Entries written to the output.
+    pub len: usize,
+    /// Why the walk stopped.
+    pub stop: Stop,
+    /// Statistics.
+    pub stats: WalkStats,
+}
+
+/// How a frame was unwound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// By its CFI row.
+    Cfi,
+    /// By the frame-pointer chain.
+    Fp,
+}
+
+/// A frame found by [`Unwinder::next_frame`]: the caller of the previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    /// The caller's IP (a return address, or an interrupted IP after a signal frame).
+    pub ip: u64,
+    /// The caller's stack pointer (the CFA of the frame unwound).
+    pub sp: u64,
+    /// How the frame was unwound.
+    pub method: Method,
+    /// Whether the frame unwound was a signal frame (so `ip` is exact).
+    pub signal: bool,
+}
+
+/// A walk in progress, one frame at a time ([`walk`] drives one to fill an array).
+///
+/// # Invariants
+///
+/// `regs` has `RA` (the frame's IP, non-zero, below `user_end`) and `RSP` known; once
+/// `done` is set, every call of [`Unwinder::next_frame`] returns it.
+pub struct Unwinder<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> {
+    mem: ReadAhead<&'a mut M>,
+    source: &'a mut S,
+    cache: &'a mut C,
+    regs: Regs,
+    /// Whether `regs`' IP is exact (the first frame, or interrupted by a signal) rather than
+    /// a return address (whose call instruction ends just before it).
+    exact: bool,
+    mode: Mode,
+    user_end: u64,
+    stats: WalkStats,
+    done: Option<Stop>,
+}
+
+impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C> {
+    /// A walk from `regs`, the user registers at kernel entry (the IP is `regs`' `RA`
+    /// column; `RSP` must be known).
+    pub fn new(
+        mem: &'a mut M,
+        source: &'a mut S,
+        cache: &'a mut C,
+        regs: Regs,
+        params: &WalkParams,
+    ) -> Self {
+        let mut done = None;
+        match (regs.get(RA), regs.get(RSP)) {
+            (Some(ip), Some(_)) if ip != 0 && ip < params.user_end => {}
+            (Some(_), Some(_)) => done = Some(Stop::Invalid(Invalid::Address)),
+            _ => done = Some(Stop::Invalid(Invalid::UnknownRegister)),
+        }
+        if params.user_end < MIN_USER_END {
+            done = Some(Stop::Invalid(Invalid::Address));
+        }
+        // INVARIANT: `done` is set unless the IP and the stack pointer are valid.
+        Self {
+            mem: ReadAhead::new(mem, params.page_size, params.user_end, params.byte_budget),
+            source,
+            cache,
+            regs,
+            exact: true,
+            mode: params.mode,
+            user_end: params.user_end,
+            stats: WalkStats::default(),
+            done,
+        }
+    }
+
+    /// The registers of the current frame.
+    pub fn regs(&self) -> &Regs {
+        &self.regs
+    }
+
+    /// The statistics so far.
+    pub fn stats(&self) -> WalkStats {
+        let mut s = self.stats;
+        s.bytes_read = self.mem.bytes_read();
+        s.read_calls = self.mem.read_calls();
+        s
+    }
+
+    /// Unwinds one frame: returns the caller of the current frame (which becomes current),
+    /// or why there is none. After an error, returns the same error.
+    pub fn next_frame(&mut self) -> Result<Frame, Stop> {
+        if let Some(stop) = self.done {
+            return Err(stop);
+        }
+        let r = self.unwind_one();
+        if let Err(stop) = r {
+            self.done = Some(stop);
+        }
+        r
+    }
+
+    fn stop_of(&self, e: Error) -> Stop {
+        match e {
+            // The reader knows whether a read faulted, was out of range or over budget.
+            Error::Fault => Stop::from_error(self.mem.failure_error()),
+            e => Stop::from_error(e),
+        }
+    }
+
+    fn unwind_one(&mut self) -> Result<Frame, Stop> {
+        let unknown = Stop::Invalid(Invalid::UnknownRegister);
+        let ip = self.regs.get(RA).ok_or(unknown)?;
+        let sp = self.regs.get(RSP).ok_or(unknown)?;
+        // The call instruction ends just before a return address: look up the call.
+        let pc = if self.exact { ip } else { ip.wrapping_sub(1) };
+        let stepped = match self.mode {
+            Mode::Fp => self.fp_step(sp),
+            Mode::Auto | Mode::Cfi => match self.cfi_step(pc) {
+                Err(Error::NotFound) if self.mode == Mode::Auto => self.fp_step(sp),
+                r => r.map(|c| c.map(|(c, signal)| (c, Method::Cfi, signal))),
+            },
+        };
+        let (caller, method, signal) = match stepped {
+            Ok(Some(c)) => c,
+            Ok(None) => return Err(Stop::End),
+            Err(e) => return Err(self.stop_of(e)),
+        };
+        let new_ip = caller.regs.get(RA).ok_or(unknown)?;
+        let new_sp = caller.regs.get(RSP).ok_or(unknown)?;
+        if new_ip == 0 {
+            return Err(Stop::End);
+        }
+        if new_ip >= self.user_end || new_sp == 0 || new_sp >= self.user_end {
+            return Err(Stop::Invalid(Invalid::Address));
+        }
+        if signal {
+            self.stats.signal_frames = self.stats.signal_frames.saturating_add(1);
+            if self.stats.signal_frames > MAX_SIGNAL_FRAMES {
+                return Err(Stop::Invalid(Invalid::SignalFrames));
+            }
+        } else if new_sp <= sp {
+            return Err(Stop::Invalid(Invalid::NotIncreasing));
+        }
+        match method {
+            Method::Cfi => self.stats.cfi_frames = self.stats.cfi_frames.saturating_add(1),
+            Method::Fp => self.stats.fp_frames = self.stats.fp_frames.saturating_add(1),
+        }
+        // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
+        self.regs = caller.regs;
+        self.exact = signal;
+        Ok(Frame {
+            ip: new_ip,
+            sp: new_sp,
+            method,
+            signal,
+        })
+    }
+
+    /// One CFI step for lookup PC `pc`: `Err(NotFound)` if no FDE covers it.
+    fn cfi_step(&mut self, pc: u64) -> Result<Option<(Caller, bool)>, Error> {
+        let module = match self.source.find(pc) {
+            Lookup::Unmapped => return Err(Error::Invalid(Invalid::Unmapped)),
+            Lookup::NoInfo => return Err(Error::NotFound),
+            Lookup::Module(m) => m,
+        };
+        let rel_pc = pc.wrapping_sub(module.bias);
+        let mut row = Row::EMPTY;
+        if self.cache.lookup(module.id, rel_pc, &mut row) {
+            self.stats.cache_hits = self.stats.cache_hits.saturating_add(1);
+        } else {
+            self.stats.cache_misses = self.stats.cache_misses.saturating_add(1);
+            row = compute_row(&mut self.mem, &module, pc)?;
+            self.cache.store(module.id, rel_pc, &row);
+        }
+        let signal = row.signal;
+        Ok(step(&row, &self.regs, &mut self.mem)?.map(|c| (c, signal)))
+    }
+
+    /// One frame-pointer step: `[rbp]` is the caller's `%rbp`, `[rbp + 8]` the return
+    /// address, `rbp + 16` the caller's stack pointer. Only those three are known after it.
+    fn fp_step(&mut self, sp: u64) -> Result<Option<(Caller, Method, bool)>, Error> {
+        let rbp = self
+            .regs
+            .get(RBP)
+            .ok_or(Error::Invalid(Invalid::UnknownRegister))?;
+        if rbp == 0 {
+            return Ok(None);
+        }
+        if rbp & 7 != 0 || rbp < sp {
+            return Err(Error::Invalid(Invalid::FramePointer));
+        }
+        let caller_sp = match rbp.checked_add(16) {
+            Some(end) if end <= self.user_end => end,
+            _ => return Err(Error::Invalid(Invalid::Address)),
+        };
+        let mut record = [0u8; 16];
+        if !self.mem.read(rbp, &mut record) {
+            return Err(Error::Fault);
+        }
+        let [a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p] = record;
+        let next_rbp = u64::from_le_bytes([a, b, c, d, e, f, g, h]);
+        let ret = u64::from_le_bytes([i, j, k, l, m, n, o, p]);
+        if ret == 0 {
+            return Ok(None);
+        }
+        let mut regs = Regs::new();
+        regs.set(RA, ret);
+        regs.set(RSP, caller_sp);
+        regs.set(RBP, next_rbp);
+        Ok(Some((
+            Caller {
+                regs,
+                cfa: caller_sp,
+            },
+            Method::Fp,
+            false,
+        )))
+    }
+}
+
+/// The row of `pc` in `module`: `.eh_frame_hdr` search, FDE and CIE, CFA program.
+pub fn compute_row<M: UnwindMemory>(
+    mem: &mut M,
+    module: &ModuleInfo,
+    pc: u64,
+) -> Result<Row, Error> {
+    let hdr_addr = module.bias.wrapping_add(module.eh_frame_hdr);
+    let hdr = eh_frame_hdr::parse(mem, hdr_addr, module.eh_frame_hdr_len)?;
+    let fde_addr = hdr.find_fde(mem, pc)?;
+    let fde = parse_fde(mem, fde_addr)?;
+    if !fde.covers(pc) {
+        return Err(Error::NotFound);
+    }
+    row_for_pc(mem, &fde, pc)
+}
+
+/// Adapts a [`ReadAhead`] to the frame-pointer walker's memory trait.
+struct FrameRecords<'r, M: UnwindMemory>(&'r mut ReadAhead<M>);
+
+impl<M: UnwindMemory> walker::UserMemory for FrameRecords<'_, M> {
+    fn read_frame(&mut self, fp: u64) -> Option<[u64; 2]> {
+        let mut b = [0u8; 16];
+        if !self.0.read(fp, &mut b) {
+            return None;
+        }
+        let [a, b2, c, d, e, f, g, h, i, j, k, l, m, n, o, p] = b;
+        Some([
+            u64::from_le_bytes([a, b2, c, d, e, f, g, h]),
+            u64::from_le_bytes([i, j, k, l, m, n, o, p]),
+        ])
+    }
+}
+
+/// Walks the user stack from `regs` (the user registers at kernel entry, all known; the IP
+/// in the `RA` column), writing the IP then each return address into `out`, innermost
+/// first (as [`walker::walk`]). Returns how many entries were written, why the walk
+/// stopped, and its statistics.
+///
+/// [`Mode::Fp`] runs [`walker::walk`] itself (through the same read-ahead and byte
+/// budget). `cache` keeps rows across walks; `source` finds each PC's unwind information.
+pub fn walk<M: UnwindMemory, S: UnwindInfoSource, C: RowStore>(
+    mem: &mut M,
+    source: &mut S,
+    cache: &mut C,
+    regs: &Regs,
+    params: &WalkParams,
+    out: &mut [u64],
+) -> WalkResult {
+    if params.mode == Mode::Fp {
+        return fp_walk(mem, regs, params, out);
+    }
+    let mut unwinder = Unwinder::new(mem, source, cache, *regs, params);
+    let Some(first) = out.first_mut() else {
+        return WalkResult {
+            len: 0,
+            stop: Stop::Full,
+            stats: unwinder.stats(),
+        };
+    };
+    if let Some(stop) = unwinder.done {
+        return WalkResult {
+            len: 0,
+            stop,
+            stats: unwinder.stats(),
+        };
+    }
+    *first = regs.get(RA).unwrap_or(0);
+    let mut len = 1;
+    // Bounded by the output's length.
+    let stop = loop {
+        let Some(slot) = out.get_mut(len) else {
+            break Stop::Full;
+        };
+        match unwinder.next_frame() {
+            Ok(frame) => {
+                *slot = frame.ip;
+                len += 1;
+            }
+            Err(stop) => break stop,
+        }
+    };
+    WalkResult {
+        len,
+        stop,
+        stats: unwinder.stats(),
+    }
+}
+
+/// [`Mode::Fp`]: the frame-pointer walker, through a [`ReadAhead`].
+fn fp_walk<M: UnwindMemory>(
+    mem: &mut M,
+    regs: &Regs,
+    params: &WalkParams,
+    out: &mut [u64],
+) -> WalkResult {
+    let mut reader = ReadAhead::new(mem, params.page_size, params.user_end, params.byte_budget);
+    let mut stats = WalkStats::default();
+    let (len, stop) = match (regs.get(RA), regs.get(RSP)) {
+        _ if params.user_end < MIN_USER_END => (0, Stop::Invalid(Invalid::Address)),
+        (Some(ip), Some(sp)) => {
+            let user = walker::UserRegs {
+                ip,
+                sp,
+                fp: regs.get(RBP).unwrap_or(0),
+            };
+            let (len, stop) =
+                walker::walk(&mut FrameRecords(&mut reader), user, params.user_end, out);
+            let stop = match stop {
+                walker::Stop::End => Stop::End,
+                walker::Stop::Full => Stop::Full,
+                walker::Stop::Fault => Stop::from_error(reader.failure_error()),
+                walker::Stop::Invalid => Stop::Invalid(Invalid::FramePointer),
+            };
+            (len, stop)
+        }
+        _ => (0, Stop::Invalid(Invalid::UnknownRegister)),
+    };
+    stats.fp_frames = len.saturating_sub(1) as u32;
+    stats.bytes_read = reader.bytes_read();
+    stats.read_calls = reader.read_calls();
+    WalkResult { len, stop, stats }
+}
