@@ -65,6 +65,27 @@ ud_u64 ud_user_end(void);
  */
 unsigned long ud_read_user_words(ud_u64 addr, ud_u64 *words, unsigned long n);
 
+/* The saved user registers of current, in DWARF order (UD_USER_REGS of them). */
+void ud_current_user_regs_dwarf(ud_u64 *out);
+/* copy_from_user() of @len bytes at @src: true if all were read. Task context. */
+bool ud_copy_from_user(void *dst, ud_u64 src, unsigned long len);
+/*
+ * The mapping of current's address space that holds @addr (under the mmap lock, which is
+ * dropped before returning): false if none (or a fatal signal is pending). @out->file, if
+ * set, holds a reference: ud_file_put() it.
+ */
+bool ud_current_vma(ud_u64 addr, struct ud_vma *out);
+/* kernel_read() of the first @len bytes of @file: bytes read or a negative errno. */
+long ud_file_read_head(void *file, void *buf, unsigned long len);
+void ud_file_put(void *file);
+/* Per-CPU memory: zeroed; get pins the CPU (preemption off) until put. */
+void *ud_percpu_alloc(unsigned long size, unsigned long align);
+void ud_percpu_free(void *ptr);
+void *ud_percpu_get(void *ptr);
+void ud_percpu_put(void *ptr);
+/* Module parameter unwinder (enum ud_unwinder_mode). */
+unsigned int ud_param_unwinder(void);
+
 /* --- Counters --------------------------------------------------------------------------- */
 
 /* Adds @n to this CPU's counter @idx (< UD_NR_COUNTERS). Any context, NMI included. */
@@ -121,6 +142,8 @@ int ud_rs_init_work(struct unwind_work *work, unwind_callback_fn func);
 int ud_rs_request(struct unwind_work *work, ud_u64 *cookie);
 void ud_rs_cancel(struct unwind_work *work);
 void ud_rs_stats(struct ud_stats *out);
+/* The unwinder's counters as "name value" lines into @buf: bytes written. */
+unsigned long ud_rs_unwinder_stats(char *buf, unsigned long len);
 /* ftrace integration (src/ftrace.rs): the pure decisions of src/ftrace.c. */
 int ud_rs_parse_bool_option(const char *buf, unsigned long len);
 unsigned int ud_rs_fold_file_hash(ud_u64 hash);

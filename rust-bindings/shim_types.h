@@ -20,7 +20,30 @@ typedef void (*unwind_callback_fn)(struct unwind_work *work, struct unwind_stack
 				   ud_u64 cookie);
 
 /* Per-CPU event counters (src/stats.rs numbers them): room for this many. */
-#define UD_NR_COUNTERS 32
+#define UD_NR_COUNTERS 96
+
+/* User registers in DWARF order (rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8-r15, rip). */
+#define UD_USER_REGS 17
+
+/* The key of the vDSO in the per-file caches (file keys are never this or 0). */
+#define UD_VDSO_KEY 1
+
+/* Module parameter unwinder=. */
+enum ud_unwinder_mode {
+	UD_UNWINDER_AUTO = 0,
+	UD_UNWINDER_CFI,
+	UD_UNWINDER_FP,
+};
+
+/* A mapping of the current task (ud_current_vma()). */
+struct ud_vma {
+	ud_u64 start;
+	ud_u64 end;
+	ud_u64 file_offset;	/* vm_pgoff in bytes */
+	ud_u64 key;		/* the file's identity, UD_VDSO_KEY, or 0 (anonymous) */
+	void *file;		/* struct file *, referenced: ud_file_put() it; or NULL */
+	bool exec;		/* VM_EXEC */
+};
 
 /* Counters shown in debugfs (unwind_deferred/stats). Keep in sync with ud_stats_show(). */
 /* A mapping of the task's address space, for the stack resolver (src/core/resolve.rs). */

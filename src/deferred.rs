@@ -25,6 +25,8 @@ use crate::unwind;
 /// Everything the hooks need, allocated at load.
 pub(crate) struct Deferred {
     tasks: Tasks,
+    /// The unwinder's row and per-file caches.
+    caches: unwind::UnwindCaches,
     /// Per-CPU cookie counters (`nr_cpu_ids` of them).
     counters: KVec<AtomicU32>,
 }
@@ -52,7 +54,10 @@ pub(crate) fn publish() -> Result {
     for _ in 0..cpus {
         counters.push(AtomicU32::new(0), GFP_KERNEL)?;
     }
-    let state = KBox::new(Deferred { tasks: Tasks::new(max_tasks as usize)?, counters }, GFP_KERNEL)?;
+    let state = KBox::new(
+        Deferred { tasks: Tasks::new(max_tasks as usize)?, caches: unwind::UnwindCaches::new()?, counters },
+        GFP_KERNEL,
+    )?;
     DEFERRED.store(KBox::into_raw(state), Ordering::Release);
     Ok(())
 }
@@ -199,7 +204,7 @@ fn task_work(head: *mut ffi::callback_head) {
         // before cancel returns (never calls back a later owner of the bit).
         let _srcu = SrcuReadGuard::new();
         let mut bits = entry.state.take_pending();
-        let (entries, nr) = unwind::current_stack(entry);
+        let (entries, nr) = unwind::current_stack(entry, &d.caches);
         let cookie = entry.state.current_cookie();
         // Only the set bits: a loop over all 63 costs more than a stack of a few frames.
         while bits != 0 {

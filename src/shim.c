@@ -8,12 +8,16 @@
 #include <linux/cpuhotplug.h>
 #include <linux/debugfs.h>
 #include <linux/delay.h>
+#include <linux/fs.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/sched.h>
 #include <linux/sched/task.h>
 #include <linux/sched/task_stack.h>
+#include <linux/percpu.h>
 #include <linux/seq_file.h>
+#include <linux/siphash.h>
 #include <linux/slab.h>
 #include <linux/srcu.h>
 #include <linux/task_work.h>
@@ -34,6 +38,42 @@ MODULE_VERSION(UD_VERSION);
 static unsigned int max_tasks = 4096;
 module_param(max_tasks, uint, 0444);
 MODULE_PARM_DESC(max_tasks, "Tasks that can have deferred-unwind state at once (default 4096)");
+
+/* unwinder=auto|cfi|fp, also writable at run time (the next walk uses it). */
+static const char *const ud_unwinder_names[] = {
+	[UD_UNWINDER_AUTO] = "auto", [UD_UNWINDER_CFI] = "cfi", [UD_UNWINDER_FP] = "fp",
+};
+static int ud_unwinder = UD_UNWINDER_AUTO;
+
+static int ud_unwinder_set(const char *val, const struct kernel_param *kp)
+{
+	int mode = sysfs_match_string(ud_unwinder_names, val);
+
+	if (mode < 0) {
+		pr_warn("unwind_deferred: unwinder must be auto, cfi or fp\n");
+		return -EINVAL;
+	}
+	WRITE_ONCE(ud_unwinder, mode);
+	return 0;
+}
+
+static int ud_unwinder_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%s\n", ud_unwinder_names[READ_ONCE(ud_unwinder)]);
+}
+
+static const struct kernel_param_ops ud_unwinder_ops = {
+	.set	= ud_unwinder_set,
+	.get	= ud_unwinder_get,
+};
+module_param_cb(unwinder, &ud_unwinder_ops, NULL, 0644);
+MODULE_PARM_DESC(unwinder,
+		 "User-stack unwinder: auto (CFI where .eh_frame covers the code, frame pointers elsewhere; default), cfi, fp");
+
+unsigned int ud_param_unwinder(void)
+{
+	return READ_ONCE(ud_unwinder);
+}
 
 const char *ud_version(void)
 {
@@ -97,6 +137,23 @@ void ud_current_user_regs(ud_u64 *ip, ud_u64 *sp, ud_u64 *fp)
 	*fp = regs->bp;
 }
 
+void ud_current_user_regs_dwarf(ud_u64 *out)
+{
+	const struct pt_regs *regs = task_pt_regs(current);
+	const ud_u64 dwarf[UD_USER_REGS] = {
+		regs->ax, regs->dx, regs->cx, regs->bx, regs->si, regs->di, regs->bp, regs->sp,
+		regs->r8, regs->r9, regs->r10, regs->r11, regs->r12, regs->r13, regs->r14,
+		regs->r15, regs->ip,
+	};
+
+	memcpy(out, dwarf, sizeof(dwarf));
+}
+
+bool ud_copy_from_user(void *dst, ud_u64 src, unsigned long len)
+{
+	return !copy_from_user(dst, (const void __user *)(unsigned long)src, len);
+}
+
 unsigned long ud_read_user_words(ud_u64 addr, ud_u64 *words, unsigned long n)
 {
 	const u64 __user *p = (const u64 __user *)(unsigned long)addr;
@@ -115,6 +172,87 @@ unsigned long ud_read_user_words(ud_u64 addr, ud_u64 *words, unsigned long n)
 out:
 	user_access_end();
 	return i;
+}
+
+/* --- The mappings of the current task, for the CFI unwinder ------------------------------ */
+
+static siphash_key_t ud_file_key_secret;
+
+/*
+ * The identity of a file's contents, as a key for the per-file caches: super block, inode
+ * number and ctime (a rewrite in place changes the ctime; 9p without a cache gives every
+ * open its own struct inode, so not the inode's address). Never 0 or UD_VDSO_KEY.
+ */
+static u64 ud_file_key(struct file *file)
+{
+	const struct inode *inode = file_inode(file);
+	struct timespec64 ctime = inode_get_ctime(inode);
+	u64 key = siphash_3u64((u64)(unsigned long)inode->i_sb ^ inode->i_ino, ctime.tv_sec,
+			       ctime.tv_nsec, &ud_file_key_secret);
+
+	return key > UD_VDSO_KEY ? key : key + UD_VDSO_KEY + 1;
+}
+
+bool ud_current_vma(ud_u64 addr, struct ud_vma *out)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	bool found = false;
+
+	if (!mm || mmap_read_lock_killable(mm))
+		return false;
+	vma = vma_lookup(mm, addr);
+	if (vma) {
+		found = true;
+		out->start = vma->vm_start;
+		out->end = vma->vm_end;
+		out->file_offset = (u64)vma->vm_pgoff << PAGE_SHIFT;
+		out->exec = vma->vm_flags & VM_EXEC;
+		out->file = NULL;
+		out->key = 0;
+		if (vma->vm_start == (unsigned long)mm->context.vdso) {
+			out->key = UD_VDSO_KEY;
+		} else if (vma->vm_file) {
+			/* Read after the lock is dropped (reading may sleep on the inode). */
+			out->file = get_file(vma->vm_file);
+			out->key = ud_file_key(vma->vm_file);
+		}
+	}
+	mmap_read_unlock(mm);
+	return found;
+}
+
+long ud_file_read_head(void *file, void *buf, unsigned long len)
+{
+	loff_t pos = 0;
+
+	return kernel_read(file, buf, len, &pos);
+}
+
+void ud_file_put(void *file)
+{
+	fput(file);
+}
+
+/* shim.h has no __percpu: the pointers cross the boundary as plain ones. */
+void *ud_percpu_alloc(unsigned long size, unsigned long align)
+{
+	return (void __force *)__alloc_percpu(size, align);
+}
+
+void ud_percpu_free(void *ptr)
+{
+	free_percpu((void __percpu __force *)ptr);
+}
+
+void *ud_percpu_get(void *ptr)
+{
+	return get_cpu_ptr((void __percpu __force *)ptr);
+}
+
+void ud_percpu_put(void *ptr)
+{
+	put_cpu_ptr((void __percpu __force *)ptr);
 }
 
 /* --- Counters --------------------------------------------------------------------------- */
@@ -321,6 +459,19 @@ static int ud_stats_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(ud_stats);
 
+/* The unwinder's counters: per method, per stop reason (named in Rust, src/stats.rs). */
+static int ud_unwinder_stats_show(struct seq_file *m, void *v)
+{
+	char *buf = kmalloc(PAGE_SIZE, GFP_KERNEL);
+
+	if (!buf)
+		return -ENOMEM;
+	seq_write(m, buf, ud_rs_unwinder_stats(buf, PAGE_SIZE));
+	kfree(buf);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(ud_unwinder_stats);
+
 static int ud_hooks_table_show(struct seq_file *m, void *v)
 {
 	ud_hooks_show(m);
@@ -334,6 +485,7 @@ int ud_c_init(void)
 {
 	int ret;
 
+	get_random_bytes(&ud_file_key_secret, sizeof(ud_file_key_secret));
 	ret = ud_hooks_init();
 	if (ret)
 		return ret;
@@ -362,6 +514,7 @@ int ud_c_init(void)
 	ud_debugfs = debugfs_create_dir("unwind_deferred", NULL);
 	debugfs_create_file("stats", 0444, ud_debugfs, NULL, &ud_stats_fops);
 	debugfs_create_file("hooks", 0444, ud_debugfs, NULL, &ud_hooks_table_fops);
+	debugfs_create_file("unwinder", 0444, ud_debugfs, NULL, &ud_unwinder_stats_fops);
 	ud_hooks_report();
 	return 0;
 }

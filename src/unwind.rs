@@ -1,20 +1,45 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The user-stack walk of one kernel entry, and its per-task cache.
 //!
-//! Runs in the task work (task context, may fault and sleep): the frame walker of
-//! [`crate::logic::walker`] reads the task's user memory a window of words at a time. The result
-//! is cached so that every callback of the entry (and every later task work run of the
-//! same entry) sees the same array; the cache is invalidated at return to user space.
+//! Runs in the task work (task context, may fault and sleep). Module parameter `unwinder`
+//! picks the walk:
+//!
+//! * `auto` (default): DWARF CFI (`.eh_frame`, found through `.eh_frame_hdr`) where it
+//!   covers the code, the frame-pointer chain where it does not, in one walk
+//!   ([`crate::logic::cfi`]);
+//! * `cfi`: CFI only;
+//! * `fp`: the frame-pointer walk of [`crate::logic::walker`].
+//!
+//! The unwind information is read through the task's own mappings (`copy_from_user()`,
+//! faulting pages in), as the stack is: what runs is what is read, the vDSO needs no
+//! special case, and no file lock is taken while reading. Only the ELF headers of a file
+//! are read from the file (once per file: the per-file summaries below), because nothing
+//! tells where in the address space the file's first page is mapped.
+//!
+//! The result is cached so that every callback of the entry (and every later task work run
+//! of the same entry) sees the same array; the cache is invalidated at return to user space.
 
 use core::sync::atomic::Ordering;
 
+use kernel::prelude::*;
+use kernel::sync::Mutex;
+
 use crate::ffi;
+use crate::logic::cfi::{
+    self, elf, modules, Lookup, Mode, ModuleInfo, Regs, Row, RowCache, RowStore,
+    UnwindInfoSource, UnwindMemory, WalkParams,
+};
 use crate::logic::walker::{self, UserRegs, Windowed, WordReader};
-use crate::stats::{add, bump, Counter};
+use crate::stats::{add, add_unwinder, bump, count_stop, Counter, UnwinderCounter};
 use crate::tasks::TaskEntry;
 
 /// Frames kept per stack: the cache fills one 4 KiB allocation.
 pub(crate) const MAX_ENTRIES: usize = ffi::UD_MAX_STACK_ENTRIES as usize;
+
+/// Files whose summaries are kept (direct-mapped; about 8 KiB).
+const MODULE_SLOTS: usize = 64;
+/// The most of a file's head read for its ELF and program headers.
+const MAX_HEADERS: usize = 4096;
 
 /// One task's cached stack.
 #[repr(C)]
@@ -27,7 +52,76 @@ pub(crate) struct StackCache {
 
 const _: () = assert!(core::mem::size_of::<StackCache>() == 4096);
 
-/// Reads the current task's user memory, faulting pages in.
+/// What the unwinder keeps across walks: the rows of the CFI tables met so far (per CPU),
+/// and the summaries of the files met so far.
+///
+/// # Invariants
+///
+/// `rows` is a per-CPU allocation of a zeroed (so valid, empty) [`RowCache`] per CPU, owned
+/// by this struct.
+pub(crate) struct UnwindCaches {
+    rows: *mut core::ffi::c_void,
+    modules: Pin<KBox<Mutex<KVec<modules::ModuleSlot>>>>,
+}
+
+// SAFETY: `rows` is only reached through `ud_percpu_get()` (this CPU's copy, preemption off);
+// `modules` is behind a mutex.
+unsafe impl Send for UnwindCaches {}
+// SAFETY: as above.
+unsafe impl Sync for UnwindCaches {}
+
+impl UnwindCaches {
+    pub(crate) fn new() -> Result<Self> {
+        let mut slots = KVec::with_capacity(MODULE_SLOTS, GFP_KERNEL)?;
+        slots.extend_with(MODULE_SLOTS, modules::ModuleSlot::default(), GFP_KERNEL)?;
+        let modules = KBox::pin_init(kernel::new_mutex!(slots, "unwind_deferred_modules"), GFP_KERNEL)?;
+        let size = core::mem::size_of::<RowCache>();
+        let align = core::mem::align_of::<RowCache>();
+        // SAFETY: plain per-CPU allocation (zeroed).
+        let rows = unsafe { ffi::ud_percpu_alloc(size as _, align as _) };
+        if rows.is_null() {
+            return Err(ENOMEM);
+        }
+        // INVARIANT: zeroed per-CPU memory holds an empty RowCache per CPU (see RowCache).
+        Ok(Self { rows, modules })
+    }
+}
+
+impl Drop for UnwindCaches {
+    fn drop(&mut self) {
+        // SAFETY: `rows` came from ud_percpu_alloc() (type invariant) and no walk runs any
+        // more (the caches are dropped at unload, after every task work).
+        unsafe { ffi::ud_percpu_free(self.rows) };
+    }
+}
+
+/// This CPU's row cache, one access at a time (a walk may sleep between two).
+struct PerCpuRows<'a>(&'a UnwindCaches);
+
+impl PerCpuRows<'_> {
+    fn with<R>(&mut self, f: impl FnOnce(&mut RowCache) -> R) -> R {
+        // SAFETY: `rows` is a valid per-CPU allocation (type invariant of UnwindCaches);
+        // ud_percpu_get() disables preemption, so nothing else uses this CPU's cache until
+        // ud_percpu_put() (the row caches are never used from interrupts).
+        let cache = unsafe { &mut *ffi::ud_percpu_get(self.0.rows).cast::<RowCache>() };
+        let r = f(cache);
+        // SAFETY: pairs with the get above.
+        unsafe { ffi::ud_percpu_put(self.0.rows) };
+        r
+    }
+}
+
+impl RowStore for PerCpuRows<'_> {
+    fn lookup(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool {
+        self.with(|cache| cache.lookup(module, rel_pc, out))
+    }
+
+    fn store(&mut self, module: u64, rel_pc: u64, row: &Row) {
+        self.with(|cache| cache.store(module, rel_pc, row));
+    }
+}
+
+/// The current task's user memory, faulting pages in.
 struct CurrentUserMemory;
 
 impl WordReader for CurrentUserMemory {
@@ -38,12 +132,178 @@ impl WordReader for CurrentUserMemory {
     }
 }
 
+impl UnwindMemory for CurrentUserMemory {
+    fn read(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        // SAFETY: task context; `out` is valid for `out.len()` bytes of writes;
+        // copy_from_user() validates the user range.
+        unsafe { ffi::ud_copy_from_user(out.as_mut_ptr().cast(), addr, out.len() as _) }
+    }
+}
+
+/// A mapping of the current task, with a reference on its file (dropped with it).
+struct Vma(ffi::ud_vma);
+
+impl Vma {
+    fn of(addr: u64) -> Option<Self> {
+        let mut vma = ffi::ud_vma {
+            start: 0,
+            end: 0,
+            file_offset: 0,
+            key: 0,
+            file: core::ptr::null_mut(),
+            exec: false,
+        };
+        // SAFETY: task context (takes the mmap lock); `vma` is valid for writing.
+        unsafe { ffi::ud_current_vma(addr, &mut vma) }.then_some(Self(vma))
+    }
+
+    /// Reads the first `buf.len()` bytes of the mapped file: how many were read.
+    fn read_file_head(&self, buf: &mut [u8]) -> usize {
+        if self.0.file.is_null() {
+            return 0;
+        }
+        // SAFETY: `file` is referenced (see Drop); `buf` is valid for writing; task context.
+        let n = unsafe { ffi::ud_file_read_head(self.0.file, buf.as_mut_ptr().cast(), buf.len() as _) };
+        usize::try_from(n).unwrap_or(0).min(buf.len())
+    }
+}
+
+impl Drop for Vma {
+    fn drop(&mut self) {
+        if !self.0.file.is_null() {
+            // SAFETY: the reference ud_current_vma() took.
+            unsafe { ffi::ud_file_put(self.0.file) };
+        }
+    }
+}
+
+/// Where the unwind information of each PC of the current task is: the mapping of the PC,
+/// then its file's summary (read once per file). Consecutive frames are mostly in one
+/// mapping, so the last mapping's answer is kept for the walk.
+struct TaskModules<'a> {
+    caches: &'a UnwindCaches,
+    /// `(start, end, answer)` of the last mapping looked up.
+    last: Option<(u64, u64, Lookup)>,
+}
+
+impl TaskModules<'_> {
+    /// The summary of the file (or vDSO) of `vma`, from the table or read from its head.
+    fn summary(&self, vma: &Vma) -> Option<modules::ModuleSummary> {
+        let key = vma.0.key;
+        if let Some(summary) = modules::find(&self.caches.modules.lock(), key) {
+            return Some(summary);
+        }
+        let mut head = KVec::with_capacity(MAX_HEADERS, GFP_KERNEL).ok()?;
+        head.extend_with(MAX_HEADERS, 0u8, GFP_KERNEL).ok()?;
+        let len = if key == ffi::UD_VDSO_KEY as u64 {
+            // The vDSO has no file: its image is its mapping, from its first page.
+            let len = (vma.0.end - vma.0.start).min(MAX_HEADERS as u64) as usize;
+            if CurrentUserMemory.read(vma.0.start, &mut head[..len]) { len } else { 0 }
+        } else {
+            vma.read_file_head(&mut head)
+        };
+        let page = kernel::page::PAGE_SIZE as u64;
+        let parsed = head
+            .get(..len)
+            .and_then(|bytes| {
+                let need = elf::headers_len(bytes).ok()?;
+                elf::parse(bytes.get(..usize::try_from(need).ok()?)?).ok()
+            })
+            .map(|info| modules::ModuleSummary::from_elf(&info, page));
+        add_unwinder(UnwinderCounter::modules_read, 1);
+        // A file whose headers cannot be used is kept as one without unwind information.
+        let summary = parsed.unwrap_or_else(|| {
+            add_unwinder(UnwinderCounter::modules_unreadable, 1);
+            modules::ModuleSummary::default()
+        });
+        modules::keep(&mut self.caches.modules.lock(), key, &summary);
+        Some(summary)
+    }
+
+    fn look_up(&self, pc: u64) -> (u64, u64, Lookup) {
+        let Some(vma) = Vma::of(pc) else {
+            // No mapping: the answer holds for this address only.
+            return (pc, pc.wrapping_add(1), Lookup::Unmapped);
+        };
+        let (start, end) = (vma.0.start, vma.0.end);
+        // Code without a file (JIT, anonymous memory) or outside an executable mapping has
+        // no unwind information here: the frame-pointer chain may still know the caller.
+        if !vma.0.exec || vma.0.key == 0 {
+            return (start, end, Lookup::NoInfo);
+        }
+        let module: Option<ModuleInfo> = self
+            .summary(&vma)
+            .and_then(|s| s.module(vma.0.key, start, vma.0.file_offset));
+        (start, end, module.map_or(Lookup::NoInfo, Lookup::Module))
+    }
+}
+
+impl UnwindInfoSource for TaskModules<'_> {
+    fn find(&mut self, pc: u64) -> Lookup {
+        if let Some((start, end, answer)) = self.last {
+            if start <= pc && pc < end {
+                return answer;
+            }
+        }
+        let (start, end, answer) = self.look_up(pc);
+        self.last = Some((start, end, answer));
+        answer
+    }
+}
+
+/// Walks the current task's user stack into `out`: how many entries were written.
+fn walk_current(caches: &UnwindCaches, out: &mut [u64]) -> usize {
+    // SAFETY: reads a constant.
+    let user_end = unsafe { ffi::ud_user_end() };
+    let page = kernel::page::PAGE_SIZE as u64;
+    // SAFETY: reads a module parameter.
+    let mode = match unsafe { ffi::ud_param_unwinder() } {
+        x if x == ffi::ud_unwinder_mode::UD_UNWINDER_CFI as u32 => Mode::Cfi,
+        x if x == ffi::ud_unwinder_mode::UD_UNWINDER_FP as u32 => Mode::Fp,
+        _ => Mode::Auto,
+    };
+    if mode == Mode::Fp {
+        add_unwinder(UnwinderCounter::walks_fp, 1);
+        let mut regs = UserRegs { ip: 0, sp: 0, fp: 0 };
+        // SAFETY: current is a user task (checked at request time) in task context.
+        unsafe { ffi::ud_current_user_regs(&mut regs.ip, &mut regs.sp, &mut regs.fp) };
+        let mut mem = Windowed::new(CurrentUserMemory, page);
+        return walker::walk(&mut mem, regs, user_end, out).0;
+    }
+    add_unwinder(
+        if mode == Mode::Cfi { UnwinderCounter::walks_cfi } else { UnwinderCounter::walks_auto },
+        1,
+    );
+    let mut values = [0u64; ffi::UD_USER_REGS as usize];
+    // SAFETY: as above; `values` has room for UD_USER_REGS registers.
+    unsafe { ffi::ud_current_user_regs_dwarf(values.as_mut_ptr()) };
+    let params = WalkParams::new(mode, user_end, page);
+    let mut modules = TaskModules { caches, last: None };
+    let r = cfi::walk(
+        &mut CurrentUserMemory,
+        &mut modules,
+        &mut PerCpuRows(caches),
+        &Regs::all_known(values),
+        &params,
+        out,
+    );
+    add_unwinder(UnwinderCounter::frames_cfi, r.stats.cfi_frames.into());
+    add_unwinder(UnwinderCounter::frames_fp, r.stats.fp_frames.into());
+    add_unwinder(UnwinderCounter::frames_signal, r.stats.signal_frames.into());
+    add_unwinder(UnwinderCounter::rows_cached, r.stats.cache_hits.into());
+    add_unwinder(UnwinderCounter::rows_computed, r.stats.cache_misses.into());
+    add_unwinder(UnwinderCounter::bytes_read, r.stats.bytes_read);
+    add_unwinder(UnwinderCounter::reads, r.stats.read_calls.into());
+    count_stop(r.stop);
+    r.len
+}
+
 /// The user stack of the current kernel entry of the current task, as `(entries, nr)`.
 /// Walks once per entry and caches. Returns an empty trace when the task has no user
 /// memory any more (exit) or the cache cannot be allocated.
 ///
 /// Must run in the task work of `entry`'s task (current).
-pub(crate) fn current_stack(entry: &TaskEntry) -> (*mut u64, usize) {
+pub(crate) fn current_stack(entry: &TaskEntry, caches: &UnwindCaches) -> (*mut u64, usize) {
     let mut cache = entry.cache.load(Ordering::Acquire);
     if cache.is_null() {
         // SAFETY: kzalloc(GFP_KERNEL) in task context; zeroed memory is a valid, empty
@@ -65,13 +325,7 @@ pub(crate) fn current_stack(entry: &TaskEntry) -> (*mut u64, usize) {
     }
     // SAFETY: plain reads of current's state.
     let nr = if unsafe { ffi::ud_current_has_mm() } {
-        let mut regs = UserRegs { ip: 0, sp: 0, fp: 0 };
-        // SAFETY: current is a user task (checked at request time) in task context.
-        unsafe { ffi::ud_current_user_regs(&mut regs.ip, &mut regs.sp, &mut regs.fp) };
-        // SAFETY: reads a constant.
-        let user_end = unsafe { ffi::ud_user_end() };
-        let mut mem = Windowed::new(CurrentUserMemory, kernel::page::PAGE_SIZE as u64);
-        walker::walk(&mut mem, regs, user_end, &mut cache.entries).0
+        walk_current(caches, &mut cache.entries)
     } else {
         0 // exit_mm() already ran: the task exits with a pending request.
     };
