@@ -25,6 +25,7 @@ if [ "${2:-}" = --full ]; then
 	[ "$flavour" = debug ] && test_timeout=5400 guest_timeout=28800
 	export UD_MANY_TASKS=${UD_MANY_TASKS:-100000} UD_RELOAD_CYCLES=${UD_RELOAD_CYCLES:-100}
 	export UD_NMIS=${UD_NMIS:-5000} UD_TEST_TIMEOUT=${UD_TEST_TIMEOUT:-$test_timeout}
+	export UD_PERF_EVENTS=${UD_PERF_EVENTS:-150}
 	suffix=-full
 else
 	export UD_MANY_TASKS=${UD_MANY_TASKS:-10000} UD_RELOAD_CYCLES=${UD_RELOAD_CYCLES:-10}
@@ -89,8 +90,8 @@ echo "sizes: $(env | grep -E '^UD_' | sort | tr '\n' ' ')"
 # instructions: their numbers are then the same on every run and every host. (The suite
 # excludes them by name: vng passes the guest's command in the kernel command line, which
 # a list of every test's path would overflow.)
-mapfile -t benches < <(find tests -name bench.tc | sort)
-phase vm-suite env UD_EXCLUDE=bench.tc "$REPO/scripts/vm-test.sh" --kernel "$kdir" \
+mapfile -t benches < <(find tests -name 'bench-*.tc' | sort)
+phase vm-suite env UD_EXCLUDE='bench-*.tc' "$REPO/scripts/vm-test.sh" --kernel "$kdir" \
 	--timeout $guest_timeout --out "$out/vm" || status=1
 count vm-suite
 phase bench "$REPO/scripts/vm-test.sh" --icount --kernel "$kdir" --timeout $guest_timeout \

@@ -9,7 +9,7 @@ need_apt=()
 # clang/lld/llvm 19 build every kernel (see scripts/kernel.sh); gcc-multilib builds the
 # 32-bit (compat) test program.
 for pkg in clang-19 lld-19 llvm-19 libclang-19-dev gcc-multilib flex bison bc libelf-dev libssl-dev cpio kmod udev \
-           busybox-static qemu-system-x86 trace-cmd make gcc python3-pip pahole xz-utils \
+           busybox-static qemu-system-x86 trace-cmd linux-perf make gcc g++ python3-pip pahole xz-utils \
            binutils file socat; do
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' ||
 		need_apt+=("$pkg")

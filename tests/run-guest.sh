@@ -4,7 +4,7 @@
 # Runs inside the VM: the ftracetest-style suite runner.
 #
 #   run-guest.sh [TEST.tc ...]      (default: every tests/**/*.tc whose file name is not
-#                                    UD_EXCLUDE, e.g. UD_EXCLUDE=bench.tc)
+#                                    UD_EXCLUDE, a find -name pattern, e.g. UD_EXCLUDE='bench-*.tc')
 #
 # Each test is a shell script with "# description:" and optional "# requires:" headers
 # (tracefs files relative to the tracing directory, or "module:NAME" / "program:NAME"),

@@ -12,6 +12,10 @@
  *   main -> demo_run -> parse_config -> demo_level_a1 -> demo_level_a2 -> demo_leaf_compute -> demo_sys_getppid
  *                    -> process_items -> demo_level_b1 -> demo_level_b2 -> demo_level_b3 -> demo_leaf_yield -> demo_sys_sched_yield
  *                    -> flush_output -> demo_level_c1 -> demo_leaf_sleep -> demo_sys_nanosleep
+ *                    -> sort_items -> qsort (C library) -> demo_compare -> getppid (C library)
+ *
+ * The last branch crosses the C library twice, which has no frame pointers: only the
+ * unwinder's CFI mode (the default, unwinder=auto) sees that whole stack.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +91,30 @@ NOINLINE unsigned long demo_level_b2(unsigned long x) { return demo_level_b3(x +
 NOINLINE unsigned long demo_level_b1(unsigned long x) { return demo_level_b2(x + 1) + 1; }
 NOINLINE unsigned long demo_level_c1(unsigned long x) { return demo_leaf_sleep(x + 1) + 1; }
 
+static int demo_compare_calls;
+
+NOINLINE int demo_compare(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	/* Once per sort: a system call made in the C library, under its qsort(). */
+	if (demo_compare_calls++ == 0)
+		demo_sink += getppid();
+	return (x > y) - (x < y);
+}
+
+NOINLINE unsigned long sort_items(unsigned long x)
+{
+	long items[8];
+	int i;
+
+	for (i = 0; i < 8; i++)
+		items[i] = (long)((x >> (i * 3)) & 0xff);
+	demo_compare_calls = 0;
+	qsort(items, 8, sizeof(items[0]), demo_compare);
+	return x + (unsigned long)items[0];
+}
+
 NOINLINE unsigned long parse_config(unsigned long x) { return demo_level_a1(x) + 1; }
 NOINLINE unsigned long process_items(unsigned long x) { return demo_level_b1(x) + 1; }
 NOINLINE unsigned long flush_output(unsigned long x) { return demo_level_c1(x) + 1; }
@@ -109,6 +137,7 @@ NOINLINE unsigned long demo_run(long iterations, double seconds)
 		x = parse_config(x);
 		x = process_items(x);
 		x = flush_output(x);
+		x = sort_items(x);
 	}
 	return x + (unsigned long)i;
 }

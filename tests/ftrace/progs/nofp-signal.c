@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nofp-signal N: N times, three calls deep, raise(SIGUSR1); the handler writes a line to
+ * stderr. Each write's stack runs through the handler, glibc's signal trampoline
+ * (__restore_rt, a signal frame: 'S' in its CIE) and the interrupted raise() back to main.
+ * Built -O2 -fomit-frame-pointer.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static void handler(int sig)
+{
+	write(2, "s\n", 2);
+}
+
+static NOINLINE void level3(int i)
+{
+	raise(SIGUSR1);
+	__asm__ volatile("" ::: "memory");
+}
+
+static NOINLINE void level2(int i)
+{
+	level3(i + 1);
+	__asm__ volatile("" ::: "memory");
+}
+
+static NOINLINE void level1(int i)
+{
+	level2(i + 1);
+	__asm__ volatile("" ::: "memory");
+}
+
+int main(int argc, char **argv)
+{
+	int i, n = argc > 1 ? atoi(argv[1]) : 100;
+	struct sigaction sa = { .sa_handler = handler };
+
+	sigaction(SIGUSR1, &sa, NULL);
+	for (i = 0; i < n; i++)
+		level1(i);
+	return 0;
+}

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""compare-perf.py TRACE PERF_SCRIPT COMM [--event NAME] [--min-match PCT] [--min-events N]
+
+Compares, event by event, the user stacks the module recorded (TRACE: `cat trace` text
+with the events of one system call (--event, as the trace prints it: sys_write),
+user_unwind_cookie/user_unwind_stack and file_cache events)
+with those `perf record --call-graph dwarf` recorded for the same events (PERF_SCRIPT:
+`perf script --no-inline -F comm,tid,time,ip,sym,dso` output), for the tasks named COMM.
+
+Events are paired by thread and timestamp (record both on one clock: trace_clock mono, perf -k mono). Frames compare as
+(file path, file offset): perf prints a frame's address relative to its file, minus one
+for return addresses (it looks the call up); the module records the file offset of the
+address itself, and perf the exact address of a frame a signal interrupted. The vDSO has no
+file: the module records the address (as anonymous memory), perf the offset in the vDSO,
+so such frames compare by their offset in the page.
+
+Prints one summary line ("paired N identical M (P%) depth module med/max perf med/max")
+and the first differences; exits 1 if fewer than --min-events pairs or less than
+--min-match percent of them are identical.
+"""
+import argparse
+import re
+import statistics
+import sys
+
+TASK = re.compile(r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+(?P<ts>\d+\.\d+):\s+(?P<rest>.*)$")
+FRAME = re.compile(r"^\s*=> 0x(?P<off>[0-9a-f]+) \[(?P<hash>[^\]]+)\]")
+
+
+def read_trace(path, comm, event):
+    """{pid: [(time, frames)]} of COMM's write events with a stack; frames as (path, off)."""
+    events = {}  # pid -> [(time, cookie)]
+    pending = {}  # pid -> time of an event waiting for its cookie
+    stacks = {}  # cookie -> [(off, hash)]
+    files = {}  # hash -> path
+    cur = None
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = FRAME.match(line)
+            if m and cur is not None:
+                cur.append((int(m["off"], 16), m["hash"]))
+                continue
+            cur = None
+            m = TASK.match(line)
+            if not m:
+                continue
+            rest, pid = m["rest"], int(m["pid"])
+            if rest.startswith("file_cache:"):
+                h = re.search(r"hash=0x([0-9a-f]+) path=(\S+)", rest)
+                if h:
+                    files["%08x" % int(h[1], 16)] = h[2]
+                continue
+            if m["comm"] != comm:
+                continue
+            if rest.startswith(event + "("):
+                pending[pid] = float(m["ts"])
+            elif rest.startswith("user_unwind_cookie:"):
+                if pid in pending:
+                    cookie = rest.split("cookie=")[1].split()[0]
+                    events.setdefault(pid, []).append((pending.pop(pid), cookie))
+            elif rest.startswith("user_unwind_stack:"):
+                cookie = rest.split("cookie=")[1].split()[0]
+                cur = stacks.setdefault(cookie, [])
+    out = {}
+    for pid, evs in events.items():
+        for ts, cookie in evs:
+            if cookie not in stacks:
+                continue
+            frames = [(files.get(h, "[%s]" % h), off) for off, h in stacks[cookie]]
+            out.setdefault(pid, []).append((ts, frames))
+    return out
+
+
+# glibc's __restore_rt on x86-64: mov $__NR_rt_sigreturn, %rax; syscall.
+SIGRETURN = bytes.fromhex("48c7c00f0000000f05")
+
+
+def is_sigreturn(dso, offset):
+    try:
+        with open(dso, "rb") as f:
+            f.seek(offset)
+            return f.read(len(SIGRETURN)) == SIGRETURN
+    except OSError:
+        return False
+
+
+def read_perf(path, comm):
+    """{pid: [(time, frames)]} of COMM's samples; frames as (dso, offset)."""
+    out = {}
+    cur = None
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith(("\t", " ")) and cur is not None:
+                m = re.match(r"^\s+([0-9a-f]+) (.*) \((.*)\)\s*$", line)
+                if m and not m[3].startswith("[kernel"):
+                    cur.append((m[3], int(m[1], 16), m[2]))
+                continue
+            m = re.match(r"^(?P<comm>.+?)\s+(?P<pid>\d+)\s+(?P<ts>\d+\.\d+):", line)
+            cur = None
+            if m and m["comm"].strip() == comm:
+                cur = []
+                out.setdefault(int(m["pid"]), []).append((float(m["ts"]), cur))
+    # Return addresses: perf shows the call's address (one less). The first frame is exact,
+    # and so is the frame a signal interrupted: the one after the signal trampoline, whose
+    # "return address" is its first instruction (it has no symbol in Debian's libc).
+    def exact(fr, i):
+        return i == 0 or is_sigreturn(fr[i - 1][0], fr[i - 1][1] + 1)
+
+    return {pid: [(ts, [(d, o + (not exact(fr, i))) for i, (d, o, _) in enumerate(fr)]) for ts, fr in evs]
+            for pid, evs in out.items()}
+
+
+def same_frame(ours, perf):
+    if ours[0] == "[anon]" and perf[0] == "[vdso]":
+        return ours[1] & 0xFFF == perf[1] & 0xFFF
+    return ours == perf
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("perf")
+    ap.add_argument("comm")
+    ap.add_argument("--event", default="sys_write")
+    ap.add_argument("--min-match", type=float, default=95.0)
+    ap.add_argument("--min-events", type=int, default=20)
+    ap.add_argument("--tolerance", type=float, default=0.002, help="seconds")
+    a = ap.parse_args()
+    ours, theirs = read_trace(a.trace, a.comm, a.event), read_perf(a.perf, a.comm)
+    paired = identical = 0
+    depth_ours, depth_perf, shown = [], [], 0
+    for pid, samples in theirs.items():
+        evs = ours.get(pid, [])
+        j = 0
+        for ts, pframes in samples:
+            # Events of one task are in time order on both sides: advance to the nearest.
+            while j + 1 < len(evs) and abs(evs[j + 1][0] - ts) <= abs(evs[j][0] - ts):
+                j += 1
+            if not evs or abs(evs[j][0] - ts) > a.tolerance:
+                continue
+            oframes = evs[j][1]
+            paired += 1
+            depth_ours.append(len(oframes))
+            depth_perf.append(len(pframes))
+            if len(oframes) == len(pframes) and all(map(same_frame, oframes, pframes)):
+                identical += 1
+            elif shown < 3:  # (a vDSO frame shows as its address and its offset)
+                shown += 1
+                print("difference at %.6f (pid %d): module %d frames, perf %d" % (ts, pid, len(oframes), len(pframes)))
+                for i in range(max(len(oframes), len(pframes))):
+                    o = oframes[i] if i < len(oframes) else None
+                    p = pframes[i] if i < len(pframes) else None
+                    mark = "  " if o and p and same_frame(o, p) else "!="
+                    fmt = lambda f: "-" if f is None else "%s+%#x" % (f[0].rsplit("/", 1)[-1], f[1])
+                    print("   %2d %s %-40s %s" % (i, mark, fmt(o), fmt(p)))
+    pct = 100.0 * identical / paired if paired else 0.0
+    med = lambda v: int(statistics.median(v)) if v else 0
+    print("%s: module events %d, perf samples %d, paired %d, identical %d (%.1f%%); depth module %d/%d, perf %d/%d (median/max)"
+          % (a.comm, sum(map(len, ours.values())), sum(map(len, theirs.values())), paired, identical, pct,
+             med(depth_ours), max(depth_ours, default=0), med(depth_perf), max(depth_perf, default=0)))
+    if paired < a.min_events:
+        print("FAIL: only %d events paired (want %d)" % (paired, a.min_events))
+        return 1
+    if pct < a.min_match:
+        print("FAIL: %.1f%% identical (want %.0f%%)" % (pct, a.min_match))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
