@@ -5,45 +5,74 @@
 //! Rows hold no absolute address, so a key relative to the bias lets one cache serve every
 //! process that maps the same file (a per-CPU cache works as well as a per-task one). The
 //! frames of a hot loop then cost one lookup each: no search table, no FDE, no CFA program.
+//!
+//! Rows are kept in [`CompactRow`] form (24 bytes, what a warm frame copies out); the few
+//! rows without one (expressions, signal frames) are kept whole in a small second table.
 
+use super::compact::CompactRow;
 use super::row::Row;
 
-/// Entries of a [`RowCache`] (a power of two): about 20 KiB in all.
-pub const ROW_CACHE_ENTRIES: usize = 64;
+/// Entries of a [`RowCache`] (a power of two), of 40 bytes (the key and a compact row):
+/// 10 KiB.
+pub const ROW_CACHE_ENTRIES: usize = 256;
 /// Entries per set: two, so that two hot PCs whose keys share a set do not evict each
 /// other at every walk.
 pub const ROW_CACHE_WAYS: usize = 2;
+/// Rows without a compact form (expressions, signal frames) a [`RowCache`] keeps whole,
+/// replaced in turn: about 2.3 KiB.
+pub const FULL_ROW_ENTRIES: usize = 8;
 const SETS: usize = ROW_CACHE_ENTRIES / ROW_CACHE_WAYS;
 const INDEX_BITS: u32 = SETS.trailing_zeros();
 const _: () = assert!(SETS.is_power_of_two() && INDEX_BITS > 0);
+const _: () = assert!(FULL_ROW_ENTRIES > 0 && FULL_ROW_ENTRIES <= 256);
 
-/// One cached row.
+/// One cached row: empty if `row` is [`CompactRow::EMPTY`], else a compact row or the mark
+/// that the row is one of the full rows (if still there).
 #[derive(Clone, Copy)]
 struct Entry {
+    module: u64,
+    rel_pc: u64,
+    row: CompactRow,
+}
+
+const EMPTY_ENTRY: Entry = Entry {
+    module: 0,
+    rel_pc: 0,
+    row: CompactRow::EMPTY,
+};
+
+/// One cached row without a compact form.
+#[derive(Clone, Copy)]
+struct FullEntry {
     valid: bool,
     module: u64,
     rel_pc: u64,
     row: Row,
 }
 
-const EMPTY_ENTRY: Entry = Entry {
+const EMPTY_FULL: FullEntry = FullEntry {
     valid: false,
     module: 0,
     rel_pc: 0,
     row: Row::EMPTY,
 };
 
-/// The row cache: [`ROW_CACHE_ENTRIES`] rows in sets of [`ROW_CACHE_WAYS`], least recently
-/// used replaced. All-zero bytes are a valid, empty cache (every field is an integer, a
-/// `bool`, or a `#[repr(u8)]` enum whose zero variant carries zeros), so the module may
-/// allocate it zeroed.
+/// The row cache: [`ROW_CACHE_ENTRIES`] compact rows in sets of [`ROW_CACHE_WAYS`], least
+/// recently used replaced, and [`FULL_ROW_ENTRIES`] full rows, for the rows without a
+/// compact form (their compact entry is [`CompactRow::FULL`]). All-zero bytes are a valid,
+/// empty cache (every field is an integer, a `bool`, or a `#[repr(u8)]` enum whose zero
+/// variant carries zeros, and a zero [`CompactRow`] is [`CompactRow::EMPTY`]), so the
+/// module may allocate it zeroed.
 ///
 /// # Invariants
 ///
-/// `victim[s]` (0 or 1) is the way of set `s` to replace next: the one not used last.
+/// `victim[s]` (0 or 1) is the way of set `s` to replace next: the one not used last;
+/// `next_full` is the full entry to replace next (taken modulo [`FULL_ROW_ENTRIES`]).
 pub struct RowCache {
     entries: [Entry; ROW_CACHE_ENTRIES],
     victim: [u8; SETS],
+    full: [FullEntry; FULL_ROW_ENTRIES],
+    next_full: u8,
 }
 
 impl RowCache {
@@ -52,24 +81,31 @@ impl RowCache {
         Self {
             entries: [EMPTY_ENTRY; ROW_CACHE_ENTRIES],
             victim: [0; SETS],
+            full: [EMPTY_FULL; FULL_ROW_ENTRIES],
+            next_full: 0,
         }
     }
 
     /// Forgets every row (for example when a module id may have been reused).
     pub fn clear(&mut self) {
         for e in self.entries.iter_mut() {
+            e.row = CompactRow::EMPTY;
+        }
+        for e in self.full.iter_mut() {
             e.valid = false;
         }
     }
 
+    #[inline]
     fn set_of(module: u64, rel_pc: u64) -> usize {
         let h = (rel_pc ^ module.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         h.wrapping_shr(64 - INDEX_BITS) as usize
     }
 
-    /// The row of `rel_pc` in `module`, if cached (and marks it used).
+    /// The compact entry of `rel_pc` in `module`, if cached (a row or [`CompactRow::FULL`]),
+    /// and marks it used.
     #[inline]
-    pub fn get(&mut self, module: u64, rel_pc: u64) -> Option<&Row> {
+    pub fn find(&mut self, module: u64, rel_pc: u64) -> Option<CompactRow> {
         let set = Self::set_of(module, rel_pc);
         let first = set.wrapping_mul(ROW_CACHE_WAYS);
         let ways = self
@@ -77,16 +113,71 @@ impl RowCache {
             .get(first..first.wrapping_add(ROW_CACHE_WAYS))?;
         let way = ways
             .iter()
-            .position(|e| e.valid && e.module == module && e.rel_pc == rel_pc)?;
+            .position(|e| e.module == module && e.rel_pc == rel_pc && !e.row.is_empty())?;
+        let row = ways.get(way)?.row;
         if let Some(v) = self.victim.get_mut(set) {
             *v = u8::from(way == 0);
         }
-        self.entries.get(first.wrapping_add(way)).map(|e| &e.row)
+        Some(row)
+    }
+
+    /// The full row of `rel_pc` in `module`, if cached.
+    pub fn find_full(&self, module: u64, rel_pc: u64) -> Option<&Row> {
+        self.full
+            .iter()
+            .find(|e| e.valid && e.module == module && e.rel_pc == rel_pc)
+            .map(|e| &e.row)
+    }
+
+    /// The row of `rel_pc` in `module`, if cached (a compact one as a full row of the
+    /// same effect, see [`CompactRow::to_row`]).
+    pub fn get(&mut self, module: u64, rel_pc: u64) -> Option<Row> {
+        let c = self.find(module, rel_pc)?;
+        if c.is_full() {
+            self.find_full(module, rel_pc).copied()
+        } else {
+            Some(c.to_row())
+        }
     }
 
     /// Caches `row` as the row of `rel_pc` in `module`, replacing the least recently used
-    /// row of its set.
+    /// row of its set (and, for a row without a compact form, the oldest full row).
     pub fn insert(&mut self, module: u64, rel_pc: u64, row: &Row) {
+        let compact = match CompactRow::from_row(row) {
+            Some(c) => c,
+            None => {
+                self.insert_full(module, rel_pc, row);
+                CompactRow::FULL
+            }
+        };
+        self.insert_compact(module, rel_pc, compact);
+    }
+
+    fn insert_full(&mut self, module: u64, rel_pc: u64, row: &Row) {
+        // A row already there (a walk that raced with itself on another CPU cannot happen,
+        // but a full row evicted from the compact entries may still be here) is replaced.
+        let at = match self
+            .full
+            .iter()
+            .position(|e| e.valid && e.module == module && e.rel_pc == rel_pc)
+        {
+            Some(i) => i,
+            None => {
+                let i = usize::from(self.next_full) % FULL_ROW_ENTRIES;
+                // INVARIANT: taken modulo the entries on use; fits a u8.
+                self.next_full = ((i + 1) % FULL_ROW_ENTRIES) as u8;
+                i
+            }
+        };
+        if let Some(e) = self.full.get_mut(at) {
+            e.valid = true;
+            e.module = module;
+            e.rel_pc = rel_pc;
+            e.row = *row;
+        }
+    }
+
+    fn insert_compact(&mut self, module: u64, rel_pc: u64, row: CompactRow) {
         let set = Self::set_of(module, rel_pc);
         let Some(v) = self.victim.get_mut(set) else {
             return;
@@ -95,10 +186,9 @@ impl RowCache {
         *v = u8::from(way == 0);
         let slot = set.wrapping_mul(ROW_CACHE_WAYS).wrapping_add(way);
         if let Some(e) = self.entries.get_mut(slot) {
-            e.valid = true;
             e.module = module;
             e.rel_pc = rel_pc;
-            e.row = *row;
+            e.row = row;
         }
     }
 }
@@ -106,17 +196,27 @@ impl RowCache {
 /// Where a walk finds and keeps rows. A walk may sleep between two accesses (its reads
 /// fault pages in), so the module's store is a per-CPU [`RowCache`] reached for one access
 /// at a time, which copies the row out; a test owns a [`RowCache`] outright.
+///
+/// A warm frame costs one [`RowStore::lookup`], which copies a 24-byte [`CompactRow`]; only
+/// the rare rows without a compact form need [`RowStore::lookup_full`] too.
 pub trait RowStore {
-    /// The row of `rel_pc` in `module`, copied into `out`, if cached.
-    fn lookup(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool;
+    /// The compact row of `rel_pc` in `module`, if cached: a row, or [`CompactRow::FULL`]
+    /// for a row without a compact form (then [`RowStore::lookup_full`] may have it).
+    fn lookup(&mut self, module: u64, rel_pc: u64) -> Option<CompactRow>;
+    /// The full row of `rel_pc` in `module`, copied into `out`, if cached.
+    fn lookup_full(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool;
     /// Caches `row` as the row of `rel_pc` in `module`.
     fn store(&mut self, module: u64, rel_pc: u64, row: &Row);
 }
 
 impl RowStore for RowCache {
     #[inline]
-    fn lookup(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool {
-        match self.get(module, rel_pc) {
+    fn lookup(&mut self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+        self.find(module, rel_pc)
+    }
+
+    fn lookup_full(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool {
+        match self.find_full(module, rel_pc) {
             Some(row) => {
                 *out = *row;
                 true
@@ -125,7 +225,6 @@ impl RowStore for RowCache {
         }
     }
 
-    #[inline]
     fn store(&mut self, module: u64, rel_pc: u64, row: &Row) {
         self.insert(module, rel_pc, row);
     }

@@ -54,11 +54,25 @@ mod op {
 /// Computes the row in effect at `pc` in `fde` (which must cover it, else
 /// [`Error::NotFound`]), reading the instructions through `mem`.
 pub fn row_for_pc<M: UnwindMemory>(mem: &mut M, fde: &Fde, pc: u64) -> Result<Row, Error> {
+    let mut row = Row::EMPTY;
+    row_for_pc_into(mem, fde, pc, &mut row)?;
+    Ok(row)
+}
+
+/// [`row_for_pc`] into `out` (which holds some partial row after an error): the walk
+/// keeps a single row on its stack.
+pub fn row_for_pc_into<M: UnwindMemory>(
+    mem: &mut M,
+    fde: &Fde,
+    pc: u64,
+    out: &mut Row,
+) -> Result<(), Error> {
     if !fde.covers(pc) {
         return Err(Error::NotFound);
     }
+    *out = Row::EMPTY;
     let mut m = Machine {
-        row: Row::EMPTY,
+        row: out,
         initial: Rules::EMPTY,
         stack: [Rules::EMPTY; REMEMBER_DEPTH],
         depth: 0,
@@ -94,8 +108,8 @@ struct Target {
 ///
 /// `depth <= REMEMBER_DEPTH`; `stack[..depth]` are the remembered states; every
 /// [`ExprRef`] anywhere refers to `row`'s expression bytes.
-struct Machine {
-    row: Row,
+struct Machine<'r> {
+    row: &'r mut Row,
     initial: Rules,
     stack: [Rules; REMEMBER_DEPTH],
     depth: usize,
@@ -117,7 +131,7 @@ fn tracked(reg: u16) -> bool {
     usize::from(reg) < REG_COUNT
 }
 
-impl Machine {
+impl Machine<'_> {
     /// Sets the rule of `reg` (untracked registers: ignored).
     fn set(&mut self, reg: u16, rule: Rule) {
         if let Some(slot) = self.row.rules.regs.get_mut(usize::from(reg)) {
@@ -365,7 +379,7 @@ impl Machine {
     }
 
     /// The row, if the CFA and the return address are computable from tracked registers.
-    fn finish(self) -> Result<Row, Error> {
+    fn finish(self) -> Result<(), Error> {
         match self.row.rules.cfa {
             CfaRule::Undefined => return Err(MALFORMED),
             CfaRule::RegOffset { reg, .. } if !tracked(reg) => {
@@ -378,6 +392,6 @@ impl Machine {
                 return Err(unsupported(Unsupported::Register));
             }
         }
-        Ok(self.row)
+        Ok(())
     }
 }

@@ -17,6 +17,13 @@ pub trait UnwindMemory {
     fn read_probe(&mut self, addr: u64, out: &mut [u8]) -> bool {
         self.read(addr, out)
     }
+
+    /// A hint: `len` bytes at `addr` are about to be read (a frame's saved registers). A
+    /// windowed reader may read them in one go; a failure shows again, and is reported, on
+    /// the read that needs the bytes. The default does nothing.
+    fn prefetch(&mut self, addr: u64, len: usize) {
+        let _ = (addr, len);
+    }
 }
 
 impl<M: UnwindMemory + ?Sized> UnwindMemory for &mut M {
@@ -29,17 +36,33 @@ impl<M: UnwindMemory + ?Sized> UnwindMemory for &mut M {
     fn read_probe(&mut self, addr: u64, out: &mut [u8]) -> bool {
         (**self).read_probe(addr, out)
     }
+
+    #[inline]
+    fn prefetch(&mut self, addr: u64, len: usize) {
+        (**self).prefetch(addr, len)
+    }
 }
 
-/// Read-ahead windows kept by a [`ReadAhead`]: the stack, the CIE, the FDE and the search
-/// table each keep theirs while the others are read.
+/// Read-ahead windows kept by a [`ReadAhead`]: the CIE, the FDE and the search table each
+/// keep theirs while the others are read (the walk reads the stack through its own
+/// [`StackWindow`]).
 pub const WINDOW_SLOTS: usize = 4;
-/// Bytes per read-ahead window: a typical FDE, CIE, or the return address and the saved
-/// registers of a frame.
+/// Bytes per read-ahead window: a typical FDE or CIE.
 pub const WINDOW_BYTES: usize = 64;
+/// Bytes of the [`StackWindow`]: the saved registers of several frames of a typical stack
+/// (frames lie about 100 bytes apart: a window serves four or five of them, so a warm walk
+/// makes a reader call every few frames).
+pub const STACK_WINDOW_BYTES: usize = 512;
+/// Bytes a [`StackWindow`] fill reads when reading a whole window would not pay (see
+/// [`StackWindow`]): the saved registers of a frame.
+pub const STACK_SHORT_FILL: usize = 64;
+/// A [`StackWindow`] fill that starts further than this past the end of the previous window
+/// reads only [`STACK_SHORT_FILL`] bytes.
+pub const STACK_GAP: u64 = 256;
 /// Bytes one walk may read from user memory (all reads: stack, search table, CIEs, FDEs).
-/// A warm walk reads one window per frame (about 64 bytes), a cold one about 300–500 (the
-/// search, the FDE and CIE windows): 64 KiB is over a hundred cold frames.
+/// A warm walk reads a stack window every few frames (at most [`STACK_WINDOW_BYTES`] each),
+/// a cold frame about 300–500 more (the search, the FDE and CIE windows): 64 KiB is over a
+/// hundred cold frames.
 pub const MAX_BYTES_PER_WALK: u64 = 64 * 1024;
 
 /// Why the last failed read of a [`ReadAhead`] failed.
@@ -130,6 +153,11 @@ impl<M: UnwindMemory> ReadAhead<M> {
         self.bytes
     }
 
+    /// Whether more than half the byte budget is spent.
+    pub(crate) fn spent_half(&self) -> bool {
+        self.bytes > self.budget / 2
+    }
+
     /// Calls of the underlying reader so far.
     pub fn read_calls(&self) -> u32 {
         self.calls
@@ -150,7 +178,7 @@ impl<M: UnwindMemory> ReadAhead<M> {
     }
 
     /// One underlying read, counted against the budget.
-    fn fetch(&mut self, addr: u64, out: &mut [u8]) -> bool {
+    pub(crate) fn fetch(&mut self, addr: u64, out: &mut [u8]) -> bool {
         let len = out.len() as u64;
         match self.bytes.checked_add(len) {
             Some(total) if total <= self.budget => self.bytes = total,
@@ -169,7 +197,7 @@ impl<M: UnwindMemory> ReadAhead<M> {
     }
 
     /// Checks `addr..addr + len` is a non-empty range inside `1..user_end`; returns its end.
-    fn check_range(&mut self, addr: u64, len: usize) -> Option<u64> {
+    pub(crate) fn check_range(&mut self, addr: u64, len: usize) -> Option<u64> {
         let end = addr.checked_add(len as u64);
         match end {
             Some(end) if addr != 0 && end <= self.user_end => Some(end),
@@ -177,6 +205,44 @@ impl<M: UnwindMemory> ReadAhead<M> {
                 self.failure = ReadFailure::Range;
                 None
             }
+        }
+    }
+
+    /// Reads a window at `addr` into `buf`: at least `need` bytes (the request, at most
+    /// `buf.len()`), at most `buf.len()`, but not past the end of `addr`'s page (unless the
+    /// request crosses it), nor past the end of user space, nor past the budget (the
+    /// request itself still may exceed the budget: then it fails). A window read that
+    /// fails is retried once for exactly the request. Returns the bytes read into `buf`.
+    ///
+    /// The caller checked the request's range ([`ReadAhead::check_range`]).
+    pub(crate) fn fill(&mut self, addr: u64, need: usize, buf: &mut [u8]) -> Option<usize> {
+        let mut want = buf.len() as u64;
+        if self.page_size.is_power_of_two() {
+            let in_page = addr & self.page_size.wrapping_sub(1);
+            want = want.min(self.page_size.wrapping_sub(in_page));
+        } else {
+            want = 0;
+        }
+        let left = self.budget.saturating_sub(self.bytes);
+        want = want
+            .min(self.user_end.wrapping_sub(addr))
+            .min(left)
+            .max(need as u64)
+            .min(buf.len() as u64);
+        let want = want as usize;
+        let window = buf.get_mut(..want)?;
+        if self.fetch(addr, window) {
+            return Some(want);
+        }
+        if want <= need || self.failure == ReadFailure::Budget {
+            return None;
+        }
+        // The read-ahead part may be what failed: retry for exactly the request.
+        let exact = buf.get_mut(..need)?;
+        if self.fetch(addr, exact) {
+            Some(need)
+        } else {
+            None
         }
     }
 
@@ -216,23 +282,6 @@ impl<M: UnwindMemory> UnwindMemory for ReadAhead<M> {
         if n > WINDOW_BYTES {
             return self.fetch(addr, out);
         }
-        // A new window at `addr`: up to WINDOW_BYTES, but not past the end of `addr`'s page
-        // (unless the request crosses it) nor past the end of user space.
-        let mut want = WINDOW_BYTES as u64;
-        if self.page_size.is_power_of_two() {
-            let in_page = addr & self.page_size.wrapping_sub(1);
-            want = want.min(self.page_size.wrapping_sub(in_page));
-        } else {
-            want = 0;
-        }
-        // Nor past the end of user space or of the budget (the request itself still may
-        // exceed the budget: then it fails).
-        let left = self.budget.saturating_sub(self.bytes);
-        want = want
-            .min(self.user_end.wrapping_sub(addr))
-            .min(left)
-            .max(n as u64);
-        let want = (want as usize).min(WINDOW_BYTES);
         // An empty slot, else the least recently used one.
         let mut victim = 0;
         let mut oldest = 0;
@@ -248,23 +297,9 @@ impl<M: UnwindMemory> UnwindMemory for ReadAhead<M> {
             }
         }
         let mut buf = [0u8; WINDOW_BYTES];
-        let Some(window) = buf.get_mut(..want) else {
+        let Some(got) = self.fill(addr, n, &mut buf) else {
             return false;
         };
-        let mut got = want;
-        if !self.fetch(addr, window) {
-            if want == n || self.failure == ReadFailure::Budget {
-                return false;
-            }
-            // The read-ahead part may be what failed: retry for exactly the request.
-            let Some(exact) = buf.get_mut(..n) else {
-                return false;
-            };
-            if !self.fetch(addr, exact) {
-                return false;
-            }
-            got = n;
-        }
         let Some(bytes) = buf.get(..n) else {
             return false;
         };
@@ -287,6 +322,229 @@ impl<M: UnwindMemory> UnwindMemory for ReadAhead<M> {
             return true;
         }
         self.fetch(addr, out)
+    }
+}
+
+/// The stack as a walk reads it: one window of [`STACK_WINDOW_BYTES`] bytes, filled through
+/// a [`ReadAhead`] (so against its range checks and byte budget, and counted in its
+/// statistics), separate from the [`ReadAhead`]'s own windows, which keep the unwind
+/// information (read only when a row is computed).
+///
+/// A frame's reads (the return address, the saved registers) lie just below its CFA, and
+/// the next frame's above: a window filled from the lowest address a frame reads usually
+/// serves several frames, each read a bounds check and a load. Where frames lie far apart,
+/// or once half the byte budget is spent, a fill reads about what the frame needs
+/// ([`STACK_SHORT_FILL`] bytes): the bytes read stay about what the old per-frame windows
+/// read, and a deep stack fits the budget. A fill never reads past the end of the page its
+/// first byte is on (unless the request itself crosses it), nor past the end of user space
+/// or of the budget; a fill that fails is retried once for exactly the request.
+///
+/// # Invariants
+///
+/// `len <= STACK_WINDOW_BYTES`; `data[..len]` holds the user bytes at `base..base + len`,
+/// read during this walk.
+pub struct StackWindow {
+    base: u64,
+    len: usize,
+    data: [u8; STACK_WINDOW_BYTES],
+}
+
+const _: () = assert!(
+    STACK_WINDOW_BYTES.is_power_of_two()
+        && STACK_WINDOW_BYTES >= 64
+        && STACK_SHORT_FILL <= STACK_WINDOW_BYTES
+);
+
+impl StackWindow {
+    /// An empty window.
+    pub const fn new() -> Self {
+        // INVARIANT: empty.
+        Self {
+            base: 0,
+            len: 0,
+            data: [0; STACK_WINDOW_BYTES],
+        }
+    }
+
+    /// The bytes at `addr..addr + n`, if the window holds them all.
+    #[inline]
+    pub fn cached(&self, addr: u64, n: usize) -> Option<&[u8]> {
+        let start = usize::try_from(addr.wrapping_sub(self.base)).ok()?;
+        self.data.get(..self.len)?.get(start..start.checked_add(n)?)
+    }
+
+    /// Where `addr..addr + n` starts in the window, if the window holds it all.
+    #[inline]
+    pub fn offset_of(&self, addr: u64, n: usize) -> Option<usize> {
+        let start = addr.wrapping_sub(self.base);
+        let len = self.len as u64;
+        if start <= len && n as u64 <= len.wrapping_sub(start) {
+            // INVARIANT (of the result): start + n <= len <= STACK_WINDOW_BYTES.
+            Some(start as usize)
+        } else {
+            None
+        }
+    }
+
+    /// The little-endian word at offset `at` of the window, for an `at` that is a multiple
+    /// of 8 and at most `len - 8` (from [`StackWindow::offset_of`]); for any other `at`,
+    /// some word of the window (never a panic): a load, without a bounds check.
+    #[inline]
+    pub fn word(&self, at: usize) -> u64 {
+        let i = at & (STACK_WINDOW_BYTES - 8);
+        match self.data.get(i..i.wrapping_add(8)) {
+            Some(&[a, b, c, d, e, f, g, h]) => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+            _ => 0,
+        }
+    }
+
+    /// Makes the window hold `addr..addr + n` (`0 < n <= STACK_WINDOW_BYTES`, a range the
+    /// caller checked), reading from `addr`: whether it does.
+    ///
+    /// The fill reads a whole window ahead while the walk reads the stack in sequence (the
+    /// first fill, or one that starts less than [`STACK_GAP`] bytes past the end of the
+    /// previous window); after a longer jump (frames far apart: the bytes in between are
+    /// never used) it reads [`STACK_SHORT_FILL`] bytes, and so once half the byte budget is
+    /// spent (a deep walk then reads about what it needs, as frames far apart do).
+    fn load<M: UnwindMemory>(&mut self, mem: &mut ReadAhead<M>, addr: u64, n: usize) -> bool {
+        let end = self.base.wrapping_add(self.len as u64);
+        let in_sequence =
+            self.len == 0 || (addr >= self.base && addr.saturating_sub(end) < STACK_GAP);
+        let max = if in_sequence && !mem.spent_half() {
+            STACK_WINDOW_BYTES
+        } else {
+            STACK_SHORT_FILL.max(n)
+        };
+        // INVARIANT: empty until the fill succeeds (it may have written part of `data`).
+        self.len = 0;
+        let Some(buf) = self.data.get_mut(..max) else {
+            return false;
+        };
+        match mem.fill(addr, n, buf) {
+            Some(got) => {
+                // INVARIANT: `data[..got]` was just read at `addr` (`got <= max`).
+                self.base = addr;
+                self.len = got;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reads `out.len()` bytes at `addr` (like [`ReadAhead::read`]'s).
+    pub fn read<M: UnwindMemory>(
+        &mut self,
+        mem: &mut ReadAhead<M>,
+        addr: u64,
+        out: &mut [u8],
+    ) -> bool {
+        let n = out.len();
+        if n == 0 {
+            return true;
+        }
+        if let Some(bytes) = self.cached(addr, n) {
+            out.copy_from_slice(bytes);
+            return true;
+        }
+        if mem.check_range(addr, n).is_none() {
+            return false;
+        }
+        if n > STACK_WINDOW_BYTES {
+            return mem.fetch(addr, out);
+        }
+        if !self.load(mem, addr, n) {
+            return false;
+        }
+        match self.cached(addr, n) {
+            Some(bytes) => {
+                out.copy_from_slice(bytes);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reads a little-endian `u64` at `addr`: the window's hit is a bounds check and a load.
+    #[inline]
+    pub fn u64<M: UnwindMemory>(
+        &mut self,
+        mem: &mut ReadAhead<M>,
+        addr: u64,
+    ) -> Result<u64, Error> {
+        if let Some(&[a, b, c, d, e, f, g, h]) = self.cached(addr, 8) {
+            return Ok(u64::from_le_bytes([a, b, c, d, e, f, g, h]));
+        }
+        let mut b = [0u8; 8];
+        if self.read(mem, addr, &mut b) {
+            Ok(u64::from_le_bytes(b))
+        } else {
+            Err(Error::Fault)
+        }
+    }
+
+    /// Makes the window hold `addr..addr + n` if it fits one window (a frame's saved
+    /// registers, read next). A failure shows again on the read that needs the bytes.
+    #[inline]
+    pub fn prefetch<M: UnwindMemory>(&mut self, mem: &mut ReadAhead<M>, addr: u64, n: usize) {
+        if n == 0 || n > STACK_WINDOW_BYTES || self.cached(addr, n).is_some() {
+            return;
+        }
+        if mem.check_range(addr, n).is_some() {
+            let _ = self.load(mem, addr, n);
+        }
+    }
+
+    /// Makes the window hold `addr..addr + n` if it fits one window, as
+    /// [`StackWindow::prefetch`]; returns where it starts in the window if it does.
+    #[inline]
+    pub fn hold<M: UnwindMemory>(
+        &mut self,
+        mem: &mut ReadAhead<M>,
+        addr: u64,
+        n: usize,
+    ) -> Option<usize> {
+        match self.offset_of(addr, n) {
+            Some(at) => Some(at),
+            None => self.hold_slow(mem, addr, n),
+        }
+    }
+
+    #[inline(never)]
+    fn hold_slow<M: UnwindMemory>(
+        &mut self,
+        mem: &mut ReadAhead<M>,
+        addr: u64,
+        n: usize,
+    ) -> Option<usize> {
+        self.prefetch(mem, addr, n);
+        self.offset_of(addr, n)
+    }
+}
+
+impl Default for StackWindow {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// An [`UnwindMemory`] that reads the stack through a [`StackWindow`] (and its
+/// [`ReadAhead`]): what the general step and its expressions read through.
+pub struct StackReads<'w, M> {
+    /// The window.
+    pub window: &'w mut StackWindow,
+    /// The reader behind it.
+    pub mem: &'w mut ReadAhead<M>,
+}
+
+impl<M: UnwindMemory> UnwindMemory for StackReads<'_, M> {
+    #[inline]
+    fn read(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        self.window.read(self.mem, addr, out)
+    }
+
+    #[inline]
+    fn prefetch(&mut self, addr: u64, len: usize) {
+        self.window.prefetch(self.mem, addr, len)
     }
 }
 

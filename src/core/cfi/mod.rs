@@ -11,8 +11,8 @@
 //!
 //! The pieces, one concept per file:
 //!
-//! * [`memory`]: the memory trait and [`ReadAhead`], the windowed, budgeted reader a walk
-//!   reads through.
+//! * [`memory`]: the memory trait, [`ReadAhead`], the windowed, budgeted reader a walk
+//!   reads through, and the [`memory::StackWindow`] a walk reads the stack through.
 //! * [`elf`]: the ELF headers of a mapped file: its `PT_LOAD`s, its `PT_GNU_EH_FRAME`, and
 //!   the load bias of a mapping (what a per-file cache stores).
 //! * [`encoding`]: the `DW_EH_PE_*` pointer encodings.
@@ -23,10 +23,12 @@
 //! * [`expr`]: the DWARF expression evaluator.
 //! * [`regs`]: DWARF register numbers and the register set of a frame.
 //! * [`step`]: applying a row to the registers of a frame (one frame up).
+//! * [`compact`]: the compact form nearly every row has, and its fast step.
 //! * [`cache`]: the caller-owned row cache.
 //! * [`unwinder`]: the walk driver, with the frame-pointer fallback.
 
 pub mod cache;
+pub mod compact;
 pub mod eh_frame;
 pub mod eh_frame_hdr;
 pub mod elf;
@@ -44,9 +46,11 @@ pub mod unwinder;
 #[allow(unused_imports)]
 pub use cache::{RowCache, RowStore, ROW_CACHE_ENTRIES};
 #[allow(unused_imports)]
+pub use compact::CompactRow;
+#[allow(unused_imports)]
 pub use elf::{ElfError, ElfInfo};
 #[allow(unused_imports)]
-pub use memory::{ReadAhead, UnwindMemory};
+pub use memory::{ReadAhead, StackWindow, UnwindMemory};
 #[allow(unused_imports)]
 pub use regs::Regs;
 #[allow(unused_imports)]

@@ -49,6 +49,17 @@ pub const fn is_callee_saved(reg: u16) -> bool {
     matches!(reg, RBX | RBP | R12 | R13 | R14 | R15)
 }
 
+/// The registers a normal (not signal) frame may pass on to its caller: the callee-saved
+/// ones, `%rsp` and the return address (bit `n` for register `n`).
+pub const NORMAL_FRAME_MASK: u32 = (1 << RBX)
+    | (1 << RBP)
+    | (1 << RSP)
+    | (1 << R12)
+    | (1 << R13)
+    | (1 << R14)
+    | (1 << R15)
+    | (1 << RA);
+
 /// The registers of one frame: a value for each of the [`REG_COUNT`] registers and which of
 /// them are known.
 ///
@@ -102,6 +113,15 @@ impl Regs {
         }
     }
 
+    /// Stores `value` as the value of `reg` without changing whether it is known (see
+    /// [`Regs::update_known`]); ignores an untracked register.
+    #[inline]
+    pub fn set_value(&mut self, reg: u16, value: u64) {
+        if let Some(slot) = self.values.get_mut(usize::from(reg)) {
+            *slot = value;
+        }
+    }
+
     /// Sets `reg` to `value` if `Some`, else makes it unknown.
     #[inline]
     pub fn set_option(&mut self, reg: u16, value: Option<u64>) {
@@ -116,6 +136,42 @@ impl Regs {
     pub fn forget(&mut self, reg: u16) {
         if let Some(bit) = 1u32.checked_shl(u32::from(reg)) {
             self.known &= !bit;
+        }
+    }
+
+    /// Makes unknown every register whose bit is clear in `mask` (bit `n` for register `n`).
+    #[inline]
+    pub fn retain(&mut self, mask: u32) {
+        self.known &= mask;
+    }
+
+    /// Makes known exactly the registers known before and in `keep`, plus those in `set`
+    /// (bit `n` for register `n`).
+    #[inline]
+    pub fn update_known(&mut self, keep: u32, set: u32) {
+        // INVARIANT: no bit at or above REG_COUNT.
+        self.known = ((self.known & keep) | set) & ALL_KNOWN;
+    }
+
+    /// The values of the registers `regs` (meaningful only where known; 0 for an untracked
+    /// register).
+    #[inline]
+    pub fn gather<const N: usize>(&self, regs: &[u16; N]) -> [u64; N] {
+        let mut out = [0; N];
+        for (value, &reg) in out.iter_mut().zip(regs.iter()) {
+            *value = self.values.get(usize::from(reg)).copied().unwrap_or(0);
+        }
+        out
+    }
+
+    /// Stores `values` as the values of the registers `regs`, without changing which are
+    /// known (see [`Regs::update_known`]); ignores untracked registers.
+    #[inline]
+    pub fn scatter<const N: usize>(&mut self, regs: &[u16; N], values: &[u64; N]) {
+        for (&value, &reg) in values.iter().zip(regs.iter()) {
+            if let Some(slot) = self.values.get_mut(usize::from(reg)) {
+                *slot = value;
+            }
         }
     }
 

@@ -12,7 +12,7 @@
 //! * An undefined return address is the end of the stack (glibc's `_start` and `clone`).
 
 use super::expr::eval;
-use super::memory::{read_u64, UnwindMemory, WINDOW_BYTES};
+use super::memory::{read_u64, UnwindMemory};
 use super::regs::{is_callee_saved, Regs, RA, RSP};
 use super::row::{CfaRule, Row, Rule};
 use super::{Error, Invalid, MALFORMED};
@@ -40,9 +40,9 @@ pub fn cfa<M: UnwindMemory>(row: &Row, regs: &Regs, mem: &mut M) -> Result<u64, 
     }
 }
 
-/// Reads the range of the stack that holds the saved registers in one go, so that the
-/// register reads that follow hit the read-ahead window (the return address and the saved
-/// registers usually lie within 64 bytes below the CFA).
+/// Announces the range of the stack that holds the saved registers, so that a windowed
+/// reader reads it in one go before the register reads that follow (the return address and
+/// the saved registers usually lie within 64 bytes below the CFA).
 fn prefetch<M: UnwindMemory>(row: &Row, cfa: u64, mem: &mut M) {
     let mut lo = i64::MAX;
     let mut hi = i64::MIN;
@@ -54,12 +54,10 @@ fn prefetch<M: UnwindMemory>(row: &Row, cfa: u64, mem: &mut M) {
             }
         }
     }
-    // Spans of at most a window only (both ends are 32-bit, no overflow).
-    if lo <= hi && hi - lo + 8 <= WINDOW_BYTES as i64 {
-        let mut buf = [0u8; WINDOW_BYTES];
-        if let Some(dst) = buf.get_mut(..(hi - lo + 8) as usize) {
-            // A failure shows again (and is reported) on the read that needs the bytes.
-            let _ = mem.read(cfa.wrapping_add(lo as u64), dst);
+    // Both ends are 32-bit: no overflow.
+    if lo <= hi {
+        if let Ok(len) = usize::try_from(hi - lo + 8) {
+            mem.prefetch(cfa.wrapping_add(lo as u64), len);
         }
     }
 }

@@ -4,7 +4,15 @@
 //!
 //! The driver asks an [`UnwindInfoSource`] (the module: the VMA of the PC and its file's
 //! cached ELF summary) where the unwind information of each PC is, caches the rows it
-//! computes in a caller-owned [`RowCache`], and reads all memory through a [`ReadAhead`].
+//! computes in a caller-owned [`RowCache`] (in [`CompactRow`] form, nearly all of them),
+//! reads the unwind information through a [`ReadAhead`] and the stack through a
+//! [`StackWindow`] (filled through the same [`ReadAhead`], under the same byte budget).
+//!
+//! A warm frame (its row cached in compact form, its saved registers in the stack window)
+//! is a lookup in the source and in the cache, a few loads from the window, and an update
+//! of the registers in place; the window is refilled every few frames. Anything else
+//! (rows without a compact form, cache misses, a window that cannot hold a frame's saved
+//! registers, the frame-pointer fallback) takes a slower path out of line.
 //!
 //! Safety of a walk (every check is counted by its [`Stop`]):
 //!
@@ -17,13 +25,13 @@
 //!   `user_end`.
 
 use super::cache::RowStore;
+use super::compact::{step_windowed, CompactRow, SLOT_REGS};
 use super::eh_frame::parse_fde;
 use super::eh_frame_hdr;
-use super::interp::row_for_pc;
-use super::memory::{ReadAhead, UnwindMemory, MAX_BYTES_PER_WALK};
+use super::interp::row_for_pc_into;
+use super::memory::{ReadAhead, StackWindow, UnwindMemory, MAX_BYTES_PER_WALK};
 use super::regs::{Regs, RA, RBP, RSP};
 use super::row::Row;
-use super::step::{step, Caller};
 use super::{Error, Invalid, Unsupported};
 // Relative: the module includes these files as `crate::logic`, the host crate as its root.
 use super::super::walker;
@@ -252,12 +260,18 @@ pub struct Frame {
 
 /// A walk in progress, one frame at a time ([`walk`] drives one to fill an array).
 ///
+/// A warm frame (its row cached in compact form) is a cache lookup, the reads of its saved
+/// registers from the stack window, and an update of the registers in place.
+///
 /// # Invariants
 ///
 /// `regs` has `RA` (the frame's IP, non-zero, below `user_end`) and `RSP` known; once
 /// `done` is set, every call of [`Unwinder::next_frame`] returns it.
 pub struct Unwinder<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> {
+    /// Reads the unwind information (and fills the stack window).
     mem: ReadAhead<&'a mut M>,
+    /// Reads the stack.
+    stack: StackWindow,
     source: &'a mut S,
     cache: &'a mut C,
     regs: Regs,
@@ -292,6 +306,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         // INVARIANT: `done` is set unless the IP and the stack pointer are valid.
         Self {
             mem: ReadAhead::new(mem, params.page_size, params.user_end, params.byte_budget),
+            stack: StackWindow::new(),
             source,
             cache,
             regs,
@@ -318,6 +333,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
 
     /// Unwinds one frame: returns the caller of the current frame (which becomes current),
     /// or why there is none. After an error, returns the same error.
+    #[inline]
     pub fn next_frame(&mut self) -> Result<Frame, Stop> {
         if let Some(stop) = self.done {
             return Err(stop);
@@ -329,6 +345,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         r
     }
 
+    #[cold]
     fn stop_of(&self, e: Error) -> Stop {
         match e {
             // The reader knows whether a read faulted, was out of range or over budget.
@@ -337,6 +354,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         }
     }
 
+    #[inline(always)]
     fn unwind_one(&mut self) -> Result<Frame, Stop> {
         let unknown = Stop::Invalid(Invalid::UnknownRegister);
         let ip = self.regs.get(RA).ok_or(unknown)?;
@@ -345,70 +363,166 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         let pc = if self.exact { ip } else { ip.wrapping_sub(1) };
         let stepped = match self.mode {
             Mode::Fp => self.fp_step(sp),
-            Mode::Auto | Mode::Cfi => match self.cfi_step(pc) {
-                Err(Error::NotFound) if self.mode == Mode::Auto => self.fp_step(sp),
-                r => r.map(|c| c.map(|(c, signal)| (c, Method::Cfi, signal))),
-            },
+            Mode::Auto | Mode::Cfi => {
+                let lookup = self.source.find(pc);
+                if let Lookup::Module(module) = lookup {
+                    // The fast path: a warm frame.
+                    let rel_pc = pc.wrapping_sub(module.bias);
+                    match self.cache.lookup(module.id, rel_pc) {
+                        Some(row) if row.is_row() => {
+                            self.stats.cache_hits = self.stats.cache_hits.saturating_add(1);
+                            self.compact_step(&row, sp)
+                        }
+                        cached => match self.full_step(&module, pc, rel_pc, sp, cached.is_some()) {
+                            Err(Error::NotFound) if self.mode == Mode::Auto => self.fp_step(sp),
+                            r => r,
+                        },
+                    }
+                } else {
+                    self.no_row_step(lookup, sp)
+                }
+            }
         };
-        let (caller, method, signal) = match stepped {
-            Ok(Some(c)) => c,
-            Ok(None) => return Err(Stop::End),
-            Err(e) => return Err(self.stop_of(e)),
-        };
-        let new_ip = caller.regs.get(RA).ok_or(unknown)?;
-        let new_sp = caller.regs.get(RSP).ok_or(unknown)?;
+        match stepped {
+            Ok(Some(frame)) => Ok(frame),
+            Ok(None) => Err(Stop::End),
+            Err(e) => Err(self.stop_of(e)),
+        }
+    }
+
+    /// The step of a PC outside every module with unwind information: by the frame pointer
+    /// if the mode allows and the PC is mapped.
+    #[cold]
+    fn no_row_step(&mut self, lookup: Lookup, sp: u64) -> Result<Option<Frame>, Error> {
+        match lookup {
+            Lookup::Unmapped => Err(Error::Invalid(Invalid::Unmapped)),
+            _ if self.mode == Mode::Auto => self.fp_step(sp),
+            _ => Err(Error::NotFound),
+        }
+    }
+
+    /// Checks the caller's IP and stack pointer found by a step of the frame whose stack
+    /// pointer is `sp` (`Ok(None)`: the end of the stack), and counts the frame. The step
+    /// commits the caller's registers only if this accepts them.
+    #[inline]
+    fn accept(
+        &mut self,
+        sp: u64,
+        new_ip: u64,
+        new_sp: u64,
+        method: Method,
+        signal: bool,
+    ) -> Result<Option<Frame>, Error> {
         if new_ip == 0 {
-            return Err(Stop::End);
+            return Ok(None);
         }
         if new_ip >= self.user_end || new_sp == 0 || new_sp >= self.user_end {
-            return Err(Stop::Invalid(Invalid::Address));
+            return Err(Error::Invalid(Invalid::Address));
         }
         if signal {
             self.stats.signal_frames = self.stats.signal_frames.saturating_add(1);
             if self.stats.signal_frames > MAX_SIGNAL_FRAMES {
-                return Err(Stop::Invalid(Invalid::SignalFrames));
+                return Err(Error::Invalid(Invalid::SignalFrames));
             }
         } else if new_sp <= sp {
-            return Err(Stop::Invalid(Invalid::NotIncreasing));
+            return Err(Error::Invalid(Invalid::NotIncreasing));
         }
         match method {
             Method::Cfi => self.stats.cfi_frames = self.stats.cfi_frames.saturating_add(1),
             Method::Fp => self.stats.fp_frames = self.stats.fp_frames.saturating_add(1),
         }
-        // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
-        self.regs = caller.regs;
         self.exact = signal;
-        Ok(Frame {
+        Ok(Some(Frame {
             ip: new_ip,
             sp: new_sp,
             method,
             signal,
-        })
+        }))
     }
 
-    /// One CFI step for lookup PC `pc`: `Err(NotFound)` if no FDE covers it.
-    fn cfi_step(&mut self, pc: u64) -> Result<Option<(Caller, bool)>, Error> {
-        let module = match self.source.find(pc) {
-            Lookup::Unmapped => return Err(Error::Invalid(Invalid::Unmapped)),
-            Lookup::NoInfo => return Err(Error::NotFound),
-            Lookup::Module(m) => m,
+    /// The step of a row in compact form: the registers are updated in place.
+    #[inline(always)]
+    fn compact_step(&mut self, row: &CompactRow, sp: u64) -> Result<Option<Frame>, Error> {
+        let cfa = row.cfa(&self.regs)?;
+        let Some(cfa_at) = row.in_window(cfa, &mut self.stack, &mut self.mem) else {
+            return self.compact_step_slow(row, cfa, sp);
         };
-        let rel_pc = pc.wrapping_sub(module.bias);
+        // Every saved register is in the window: no read can fail (so the order of the
+        // reads does not matter).
+        if row.ends() {
+            return Ok(None);
+        }
+        let (new_ip, new_sp) = row.caller_ip_sp_in_window(&self.regs, cfa, &self.stack, cfa_at)?;
+        let frame = self.accept(sp, new_ip, new_sp, Method::Cfi, false)?;
+        if frame.is_some() {
+            // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
+            row.commit_in_window(&mut self.regs, cfa, &self.stack, cfa_at);
+        }
+        Ok(frame)
+    }
+
+    /// [`Unwinder::compact_step`] when the window cannot hold the saved registers: they are
+    /// read one by one (each read may fail), then the registers updated.
+    #[inline(never)]
+    fn compact_step_slow(
+        &mut self,
+        row: &CompactRow,
+        cfa: u64,
+        sp: u64,
+    ) -> Result<Option<Frame>, Error> {
+        let mut values = self.regs.gather(&SLOT_REGS);
+        row.read_saved(cfa, &mut self.stack, &mut self.mem, &mut values)?;
+        if row.ends() {
+            return Ok(None);
+        }
+        let (new_ip, new_sp) = row.caller_ip_sp(&self.regs, cfa, &values)?;
+        let frame = self.accept(sp, new_ip, new_sp, Method::Cfi, false)?;
+        if frame.is_some() {
+            // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
+            row.commit(&mut self.regs, cfa, values);
+        }
+        Ok(frame)
+    }
+
+    /// The step of a row not cached in compact form: a full row from the cache (`marked`:
+    /// the cache says it has one), else computed and cached.
+    #[inline(never)]
+    fn full_step(
+        &mut self,
+        module: &ModuleInfo,
+        pc: u64,
+        rel_pc: u64,
+        sp: u64,
+        marked: bool,
+    ) -> Result<Option<Frame>, Error> {
         let mut row = Row::EMPTY;
-        if self.cache.lookup(module.id, rel_pc, &mut row) {
+        if marked && self.cache.lookup_full(module.id, rel_pc, &mut row) {
             self.stats.cache_hits = self.stats.cache_hits.saturating_add(1);
         } else {
             self.stats.cache_misses = self.stats.cache_misses.saturating_add(1);
-            row = compute_row(&mut self.mem, &module, pc)?;
+            compute_row_into(&mut self.mem, module, pc, &mut row)?;
             self.cache.store(module.id, rel_pc, &row);
+            if let Some(compact) = CompactRow::from_row(&row) {
+                return self.compact_step(&compact, sp);
+            }
         }
-        let signal = row.signal;
-        Ok(step(&row, &self.regs, &mut self.mem)?.map(|c| (c, signal)))
+        let Some(caller) = step_windowed(&row, &self.regs, &mut self.stack, &mut self.mem)? else {
+            return Ok(None);
+        };
+        let unknown = Error::Invalid(Invalid::UnknownRegister);
+        let new_ip = caller.regs.get(RA).ok_or(unknown)?;
+        let new_sp = caller.regs.get(RSP).ok_or(unknown)?;
+        let frame = self.accept(sp, new_ip, new_sp, Method::Cfi, row.signal)?;
+        if frame.is_some() {
+            // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
+            self.regs = caller.regs;
+        }
+        Ok(frame)
     }
 
     /// One frame-pointer step: `[rbp]` is the caller's `%rbp`, `[rbp + 8]` the return
     /// address, `rbp + 16` the caller's stack pointer. Only those three are known after it.
-    fn fp_step(&mut self, sp: u64) -> Result<Option<(Caller, Method, bool)>, Error> {
+    fn fp_step(&mut self, sp: u64) -> Result<Option<Frame>, Error> {
         let rbp = self
             .regs
             .get(RBP)
@@ -424,7 +538,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             _ => return Err(Error::Invalid(Invalid::Address)),
         };
         let mut record = [0u8; 16];
-        if !self.mem.read(rbp, &mut record) {
+        if !self.stack.read(&mut self.mem, rbp, &mut record) {
             return Err(Error::Fault);
         }
         let [a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p] = record;
@@ -433,18 +547,15 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         if ret == 0 {
             return Ok(None);
         }
-        let mut regs = Regs::new();
-        regs.set(RA, ret);
-        regs.set(RSP, caller_sp);
-        regs.set(RBP, next_rbp);
-        Ok(Some((
-            Caller {
-                regs,
-                cfa: caller_sp,
-            },
-            Method::Fp,
-            false,
-        )))
+        let frame = self.accept(sp, ret, caller_sp, Method::Fp, false)?;
+        if frame.is_some() {
+            // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
+            self.regs = Regs::new();
+            self.regs.set(RA, ret);
+            self.regs.set(RSP, caller_sp);
+            self.regs.set(RBP, next_rbp);
+        }
+        Ok(frame)
     }
 }
 
@@ -454,6 +565,21 @@ pub fn compute_row<M: UnwindMemory>(
     module: &ModuleInfo,
     pc: u64,
 ) -> Result<Row, Error> {
+    let mut row = Row::EMPTY;
+    compute_row_into(mem, module, pc, &mut row)?;
+    Ok(row)
+}
+
+/// [`compute_row`] into `out` (which holds some partial row after an error).
+///
+/// Not inlined: its frame (the interpreter's remembered states) exists only while it runs.
+#[inline(never)]
+pub fn compute_row_into<M: UnwindMemory>(
+    mem: &mut M,
+    module: &ModuleInfo,
+    pc: u64,
+    out: &mut Row,
+) -> Result<(), Error> {
     let hdr_addr = module.bias.wrapping_add(module.eh_frame_hdr);
     let hdr = eh_frame_hdr::parse(mem, hdr_addr, module.eh_frame_hdr_len)?;
     let fde_addr = hdr.find_fde(mem, pc)?;
@@ -461,7 +587,7 @@ pub fn compute_row<M: UnwindMemory>(
     if !fde.covers(pc) {
         return Err(Error::NotFound);
     }
-    row_for_pc(mem, &fde, pc)
+    row_for_pc_into(mem, &fde, pc, out)
 }
 
 /// Adapts a [`ReadAhead`] to the frame-pointer walker's memory trait.

@@ -416,6 +416,13 @@ fn unwind(snap: &mut Snapshot, mode: Mode) -> (Vec<u64>, Stop, unwind_core::cfi:
     let mut out = [0u64; 128];
     let params = WalkParams::new(mode, USER_END, PAGE);
     let r = walk(&mut mem, snap, &mut cache, &regs, &params, &mut out);
+    // The walk the unwinder did before rows had a compact form gives the same.
+    let (want, want_stop, counts) = reference_walk(&mut mem, snap, &regs, &params, out.len());
+    assert_eq!((&out[..r.len], r.stop), (&want[..], want_stop), "{mode:?}");
+    assert_eq!(
+        [r.stats.cfi_frames, r.stats.fp_frames, r.stats.signal_frames],
+        counts
+    );
     (out[..r.len].to_vec(), r.stop, r.stats)
 }
 
@@ -527,7 +534,7 @@ fn unwinds_through_qsort_to_start() {
     // One lookup per frame, the last one (`_start`, whose row ends the stack) included.
     assert_eq!(warm.stats.cache_hits as usize, warm.len);
     assert!(
-        warm.stats.read_calls as usize <= warm.len + 1,
+        warm.stats.read_calls as f64 <= warm.len as f64 * WARM_READS_PER_FRAME,
         "{:?}",
         warm.stats
     );
@@ -632,4 +639,218 @@ fn fp_mode_is_the_frame_pointer_walk() {
     println!("fp: {} frames, {stop:?} (walker: {old_stop:?})", ips.len());
     let _ = std::fs::remove_dir_all(&dir);
     let _: Option<ModuleInfo> = None;
+}
+
+// ---------------------------------------------------------------------------------------
+// Warm-walk cost (host benchmark, run under callgrind) and its reader-call bound.
+
+/// The snapshot's memory as sorted segments: a reader as cheap as the host allows, that
+/// counts its calls (the kernel's `copy_from_user` costs far more per call).
+struct BenchMem {
+    segs: Vec<(u64, Vec<u8>)>,
+    calls: u64,
+    bytes: u64,
+}
+
+impl BenchMem {
+    fn new(mem: &SegMem) -> BenchMem {
+        BenchMem {
+            segs: mem.segs.iter().map(|(a, d)| (*a, d.clone())).collect(),
+            calls: 0,
+            bytes: 0,
+        }
+    }
+}
+
+impl unwind_core::cfi::UnwindMemory for BenchMem {
+    #[inline(never)]
+    fn read(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        self.calls += 1;
+        self.bytes += out.len() as u64;
+        let i = self.segs.partition_point(|s| s.0 <= addr);
+        let Some((base, data)) = i.checked_sub(1).and_then(|i| self.segs.get(i)) else {
+            return false;
+        };
+        let off = (addr - base) as usize;
+        match off
+            .checked_add(out.len())
+            .and_then(|end| data.get(off..end))
+        {
+            Some(s) => {
+                out.copy_from_slice(s);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The module's source: the answer for each mapping precomputed, the last one kept (as
+/// `TaskModules` keeps the last VMA's).
+struct BenchSource {
+    ranges: Vec<(u64, u64, Lookup)>,
+    last: (u64, u64, Lookup),
+}
+
+impl BenchSource {
+    fn new(snap: &mut Snapshot) -> BenchSource {
+        let maps = snap.maps.clone();
+        let ranges = maps
+            .iter()
+            .map(|m| {
+                let answer = if m.exec {
+                    snap.find(m.lo)
+                } else {
+                    Lookup::NoInfo
+                };
+                (m.lo, m.hi, answer)
+            })
+            .collect();
+        BenchSource {
+            ranges,
+            last: (0, 0, Lookup::Unmapped),
+        }
+    }
+}
+
+impl UnwindInfoSource for BenchSource {
+    #[inline(never)]
+    fn find(&mut self, pc: u64) -> Lookup {
+        if self.last.0 <= pc && pc < self.last.1 {
+            return self.last.2;
+        }
+        match self.ranges.iter().find(|r| r.0 <= pc && pc < r.1) {
+            Some(r) => {
+                self.last = *r;
+                r.2
+            }
+            None => Lookup::Unmapped,
+        }
+    }
+}
+
+/// `n` warm walks (the function callgrind's `--toggle-collect` names).
+#[inline(never)]
+fn bench_warm_walks(
+    mem: &mut BenchMem,
+    source: &mut BenchSource,
+    cache: &mut RowCache,
+    regs: &Regs,
+    n: usize,
+) -> usize {
+    let params = WalkParams::new(Mode::Cfi, USER_END, PAGE);
+    let mut out = [0u64; 128];
+    let mut frames = 0;
+    for _ in 0..n {
+        let r = walk(mem, source, cache, regs, &params, &mut out);
+        frames += r.len;
+        std::hint::black_box(&out);
+    }
+    frames
+}
+
+/// Builds and runs the qsort program, loads its snapshot: the memory, a source, the
+/// registers. The program runs without address randomization if `setarch` allows (and in
+/// a directory whose name does not change), so that its stack lies the same way in every
+/// run: the reads of a walk (which never cross a page end) then repeat exactly.
+fn bench_setup() -> Option<(PathBuf, BenchMem, BenchSource, Regs)> {
+    // The directory is an argument of the program: a name of fixed length.
+    let dir = std::env::temp_dir().join(format!("unwind-core-bench-{:010}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let prog = build_prog(&dir)?;
+    let fixed = Command::new("setarch")
+        .args(["x86_64", "-R"])
+        .arg(&prog)
+        .arg(&dir)
+        .arg("normal")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !fixed && !run_prog(&prog, &dir, "normal") {
+        return None;
+    }
+    let mut snap = load_snapshot(&dir);
+    let source = BenchSource::new(&mut snap);
+    Some((
+        dir,
+        BenchMem::new(&snap.mem),
+        source,
+        Regs::all_known(snap.regs),
+    ))
+}
+
+/// Most reader calls per frame of a warm walk of the qsort snapshot, on average: the
+/// stack window serves several frames per call (see the bench).
+const WARM_READS_PER_FRAME: f64 = 0.5;
+
+/// A warm walk of the qsort snapshot reads the stack a window at a time: at most
+/// [`WARM_READS_PER_FRAME`] reader calls per frame, and nothing but the stack.
+#[test]
+fn warm_walk_reads_a_window_every_few_frames() {
+    let Some((dir, mut mem, mut source, regs)) = bench_setup() else {
+        return;
+    };
+    let params = WalkParams::new(Mode::Cfi, USER_END, PAGE);
+    let mut cache = RowCache::new();
+    let mut out = [0u64; 128];
+    let cold = walk(&mut mem, &mut source, &mut cache, &regs, &params, &mut out);
+    let calls = mem.calls;
+    let warm = walk(&mut mem, &mut source, &mut cache, &regs, &params, &mut out);
+    println!("cold {:?}\nwarm {:?}", cold.stats, warm.stats);
+    assert_eq!((cold.stop, warm.stop), (Stop::End, Stop::End));
+    assert_eq!(cold.len, warm.len);
+    assert!(warm.len >= 10, "{warm:?}");
+    assert_eq!(warm.stats.cache_misses, 0);
+    assert_eq!(u64::from(warm.stats.read_calls), mem.calls - calls);
+    let per_frame = f64::from(warm.stats.read_calls) / warm.len as f64;
+    assert!(
+        per_frame <= WARM_READS_PER_FRAME,
+        "{per_frame} reads per frame: {warm:?}"
+    );
+    // Windows of the stack only (each at most STACK_WINDOW_BYTES).
+    let window = unwind_core::cfi::memory::STACK_WINDOW_BYTES as u64;
+    assert!(warm.stats.bytes_read <= u64::from(warm.stats.read_calls) * window);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Host cost of a warm walk of the qsort snapshot:
+/// `valgrind --tool=callgrind --toggle-collect='*bench_warm_walks*' <this test binary>
+/// --ignored --nocapture bench_warm_walk` (`UNWIND_BENCH_WALKS` walks, 10,000 by default),
+/// then instructions / (walks x frames).
+#[test]
+#[ignore]
+fn bench_warm_walk() {
+    let Some((dir, mut mem, mut source, regs)) = bench_setup() else {
+        return;
+    };
+    let n: usize = std::env::var("UNWIND_BENCH_WALKS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
+    let mut cache = RowCache::new();
+    {
+        // The frames' stack pointers: how far apart the reads of a walk lie.
+        let params = WalkParams::new(Mode::Cfi, USER_END, PAGE);
+        let mut c = RowCache::new();
+        let mut u = Unwinder::new(&mut mem, &mut source, &mut c, regs, &params);
+        let sp0 = regs.get(RSP).unwrap();
+        let mut sps = vec![format!("{sp0:#x}")];
+        while let Ok(f) = u.next_frame() {
+            sps.push(format!("+{}", f.sp - sp0));
+        }
+        println!("frames' sp: {}", sps.join(" "));
+    }
+    mem.calls = 0;
+    mem.bytes = 0;
+    let first = bench_warm_walks(&mut mem, &mut source, &mut cache, &regs, 1);
+    let (calls, bytes) = (mem.calls, mem.bytes);
+    let frames = bench_warm_walks(&mut mem, &mut source, &mut cache, &regs, n);
+    println!(
+        "cold walk: {first} entries, {calls} reads, {bytes} bytes; warm: {n} walks of {} \
+         entries, {:.2} reads and {:.1} bytes per walk",
+        frames / n.max(1),
+        (mem.calls - calls) as f64 / n as f64,
+        (mem.bytes - bytes) as f64 / n as f64,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

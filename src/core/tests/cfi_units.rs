@@ -1341,7 +1341,7 @@ fn row_cache_two_way_lru() {
     row.rules.cfa = cfa(RSP, 8);
     assert!(c.get(1, 0x10).is_none());
     c.insert(1, 0x10, &row);
-    assert_eq!(c.get(1, 0x10), Some(&row));
+    assert_eq!(c.get(1, 0x10), Some(row));
     assert!(c.get(2, 0x10).is_none());
     assert!(c.get(1, 0x11).is_none());
     // Fill: with 64 entries in sets of 2, 1000 keys evict; the most recent 2 of any set

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use object::{Object, ObjectSection, ObjectSegment};
-use unwind_core::cfi::{Lookup, ModuleInfo, UnwindInfoSource, UnwindMemory};
+use unwind_core::cfi::{
+    Lookup, Mode, ModuleInfo, ReadAhead, Regs, Stop, UnwindInfoSource, UnwindMemory, WalkParams,
+};
 
 pub const USER_END: u64 = 0x7fff_ffff_f000;
 pub const PAGE: u64 = 4096;
@@ -468,3 +470,134 @@ int main(int argc, char **) {
     std::printf("%d\n", v[500]);
 }
 "#;
+
+/// The walk as the unwinder did it before rows had a compact form, as the reference the
+/// differential tests compare [`unwind_core::cfi::walk`] with: for every frame the row is
+/// computed (no cache), applied by the general [`unwind_core::cfi::step::step`] through a
+/// plain [`ReadAhead`], and the caller checked as the driver checks it. Returns the
+/// entries, the stop reason and the counts of CFI, frame-pointer and signal frames.
+pub fn reference_walk<M: UnwindMemory, S: UnwindInfoSource>(
+    mem: &mut M,
+    source: &mut S,
+    regs: &Regs,
+    params: &WalkParams,
+    max: usize,
+) -> (Vec<u64>, Stop, [u32; 3]) {
+    use unwind_core::cfi::regs::{RA, RBP, RSP};
+    use unwind_core::cfi::step::step;
+    use unwind_core::cfi::unwinder::{compute_row, MAX_SIGNAL_FRAMES};
+    use unwind_core::cfi::{Error, Invalid};
+    let mut reader = ReadAhead::new(mem, params.page_size, params.user_end, params.byte_budget);
+    let mut counts = [0u32; 3];
+    let user_end = params.user_end;
+    let (Some(ip0), Some(_)) = (regs.get(RA), regs.get(RSP)) else {
+        return (vec![], Stop::Invalid(Invalid::UnknownRegister), counts);
+    };
+    if ip0 == 0 || ip0 >= user_end || user_end < 4096 {
+        return (vec![], Stop::Invalid(Invalid::Address), counts);
+    }
+    if max == 0 {
+        return (vec![], Stop::Full, counts);
+    }
+    let mut out = vec![ip0];
+    let mut regs = *regs;
+    let mut exact = true;
+    let stop_of = |reader: &ReadAhead<&mut M>, e: Error| match e {
+        Error::Fault => match reader.failure_error() {
+            Error::Budget => Stop::Budget,
+            Error::Invalid(k) => Stop::Invalid(k),
+            _ => Stop::Fault,
+        },
+        Error::Budget => Stop::Budget,
+        Error::NotFound => Stop::NoUnwindInfo,
+        Error::Invalid(k) => Stop::Invalid(k),
+        Error::Unsupported(k) => Stop::Unsupported(k),
+    };
+    let stop = loop {
+        if out.len() >= max {
+            break Stop::Full;
+        }
+        let (Some(ip), Some(sp)) = (regs.get(RA), regs.get(RSP)) else {
+            break Stop::Invalid(Invalid::UnknownRegister);
+        };
+        let pc = if exact { ip } else { ip.wrapping_sub(1) };
+        // (caller registers, frame pointer?, signal?)
+        let fp_step =
+            |reader: &mut ReadAhead<&mut M>, regs: &Regs| -> Result<Option<Regs>, Error> {
+                let rbp = regs
+                    .get(RBP)
+                    .ok_or(Error::Invalid(Invalid::UnknownRegister))?;
+                if rbp == 0 {
+                    return Ok(None);
+                }
+                if rbp & 7 != 0 || rbp < sp {
+                    return Err(Error::Invalid(Invalid::FramePointer));
+                }
+                let caller_sp = match rbp.checked_add(16) {
+                    Some(end) if end <= user_end => end,
+                    _ => return Err(Error::Invalid(Invalid::Address)),
+                };
+                let mut rec = [0u8; 16];
+                if !reader.read(rbp, &mut rec) {
+                    return Err(Error::Fault);
+                }
+                let next = u64::from_le_bytes(rec[..8].try_into().unwrap());
+                let ret = u64::from_le_bytes(rec[8..].try_into().unwrap());
+                if ret == 0 {
+                    return Ok(None);
+                }
+                let mut r = Regs::new();
+                r.set(RA, ret);
+                r.set(RSP, caller_sp);
+                r.set(RBP, next);
+                Ok(Some(r))
+            };
+        let cfi = |reader: &mut ReadAhead<&mut M>,
+                   source: &mut S|
+         -> Result<Option<(Regs, bool)>, Error> {
+            let module = match source.find(pc) {
+                Lookup::Unmapped => return Err(Error::Invalid(Invalid::Unmapped)),
+                Lookup::NoInfo => return Err(Error::NotFound),
+                Lookup::Module(m) => m,
+            };
+            let row = compute_row(reader, &module, pc)?;
+            Ok(step(&row, &regs, reader)?.map(|c| (c.regs, row.signal)))
+        };
+        let stepped = match params.mode {
+            Mode::Fp => fp_step(&mut reader, &regs).map(|r| r.map(|r| (r, 1, false))),
+            Mode::Auto | Mode::Cfi => match cfi(&mut reader, source) {
+                Err(Error::NotFound) if params.mode == Mode::Auto => {
+                    fp_step(&mut reader, &regs).map(|r| r.map(|r| (r, 1, false)))
+                }
+                r => r.map(|c| c.map(|(r, s)| (r, 0, s))),
+            },
+        };
+        let (caller, method, signal) = match stepped {
+            Ok(Some(c)) => c,
+            Ok(None) => break Stop::End,
+            Err(e) => break stop_of(&reader, e),
+        };
+        let (Some(new_ip), Some(new_sp)) = (caller.get(RA), caller.get(RSP)) else {
+            break Stop::Invalid(Invalid::UnknownRegister);
+        };
+        if new_ip == 0 {
+            break Stop::End;
+        }
+        if new_ip >= user_end || new_sp == 0 || new_sp >= user_end {
+            break Stop::Invalid(Invalid::Address);
+        }
+        if signal {
+            counts[2] += 1;
+            if counts[2] > MAX_SIGNAL_FRAMES {
+                break Stop::Invalid(Invalid::SignalFrames);
+            }
+        } else if new_sp <= sp {
+            break Stop::Invalid(Invalid::NotIncreasing);
+        }
+        counts[method] += 1;
+        regs = caller;
+        exact = signal;
+        out.push(new_ip);
+    };
+    (out, stop, counts)
+}
