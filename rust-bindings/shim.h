@@ -6,7 +6,7 @@
  * No kernel header is included: kernel objects cross the boundary only as opaque pointers,
  * and functions take and return plain integers. Everything here exists because Rust for
  * Linux 6.12 cannot reach it directly: static inline helpers, per-CPU data, task_work,
- * SRCU, tracepoint probes, the user-return notifier, debugfs, symbols that are not
+ * SRCU, tracepoint probes, debugfs, symbols that are not
  * exported. The functions named ud_rs_* are implemented in Rust and called from C.
  */
 #ifndef UD_SHIM_H
@@ -24,8 +24,8 @@ struct unwind_work;
 const char *ud_version(void);
 /* Module parameter max_tasks: slots of the per-task table (rounded up to a power of two). */
 unsigned int ud_param_max_tasks(void);
-/* Sets up the C side (SRCU, kallsyms wrapper, tracepoint probes, user-return notifiers,
- * debugfs). Returns 0 or a negative errno, after printing what is missing. */
+/* Sets up the C side (kernel hooks, tracepoint probes, the ftrace integration, debugfs).
+ * Returns 0 or a negative errno, after printing what is missing. */
 int ud_c_init(void);
 /* Undoes ud_c_init(). After it returns no C hook calls into Rust any more. */
 void ud_c_exit(void);
@@ -70,11 +70,16 @@ void ud_current_user_regs_dwarf(ud_u64 *out);
 /* copy_from_user() of @len bytes at @src: true if all were read. Task context. */
 bool ud_copy_from_user(void *dst, ud_u64 src, unsigned long len);
 /*
- * The mapping of current's address space that holds @addr (under the mmap lock, which is
- * dropped before returning): false if none (or a fatal signal is pending). @out->file, if
- * set, holds a reference: ud_file_put() it.
+ * Where current's address space stands: its mm's mm_lock_seq and the task's
+ * self_exec_id. False while a writer changes the mappings (or without per-VMA locks).
  */
-bool ud_current_vma(ud_u64 addr, struct ud_vma *out);
+bool ud_current_maps_stamp(ud_u64 *exec_id, ud_u64 *seq);
+/*
+ * The mapping of current's address space that holds @addr (under the mmap lock, which is
+ * dropped before returning): false if none (or a fatal signal is pending). With
+ * @want_file, @out->file holds a reference to the mapped file: ud_file_put() it.
+ */
+bool ud_current_vma(ud_u64 addr, struct ud_vma *out, bool want_file);
 /* kernel_read() of the first @len bytes of @file: bytes read or a negative errno. */
 long ud_file_read_head(void *file, void *buf, unsigned long len);
 void ud_file_put(void *file);
@@ -136,7 +141,6 @@ unsigned int ud_stack_file_run(void *ctx, void *file);
 /* --- Implemented in Rust, called from C --------------------------------------------- */
 
 void ud_rs_task_work(struct callback_head *head);
-void ud_rs_on_user_return(void);
 void ud_rs_task_free(struct task_struct *task);
 int ud_rs_init_work(struct unwind_work *work, unwind_callback_fn func);
 int ud_rs_request(struct unwind_work *work, ud_u64 *cookie);

@@ -11,7 +11,7 @@
 
 typedef unsigned long long ud_u64;
 
-/* Frames kept per user stack: the per-task cache fills one 4 KiB allocation. */
+/* Frames kept per user stack (the per-task cache: 4 KiB of them). */
 #define UD_MAX_STACK_ENTRIES 510
 
 struct unwind_work;
@@ -41,7 +41,7 @@ struct ud_vma {
 	ud_u64 end;
 	ud_u64 file_offset;	/* vm_pgoff in bytes */
 	ud_u64 key;		/* the file's identity, UD_VDSO_KEY, or 0 (anonymous) */
-	void *file;		/* struct file *, referenced: ud_file_put() it; or NULL */
+	void *file;		/* struct file *, referenced (if asked for): ud_file_put() it */
 	bool exec;		/* VM_EXEC */
 };
 

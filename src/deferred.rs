@@ -6,8 +6,8 @@
 //!   allocates nothing, and only touches atomics of the task's table entry.
 //! * The task work walks the user stack once per kernel entry and calls every work that
 //!   requested in it, once, with the entry's cookie, inside an SRCU read section.
-//! * The user-return notifier resets the entry's state (new cookie, empty cache) when the
-//!   task goes back to user space.
+//! * The end of the task work ends the entry (new cookie and stack for the next request):
+//!   see [`crate::logic::task_state`] for how and why this differs from upstream.
 
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
@@ -221,21 +221,20 @@ fn task_work(head: *mut ffi::callback_head) {
             entry.state.complete(bit);
         }
     }
+    // End of the entry, with interrupts off: an interrupt's request on this task would
+    // interleave with the reset as an NMI's can (the state is written for NMIs only).
+    // SAFETY: paired with the restore below.
+    let flags = unsafe { ffi::ud_local_irq_save() };
+    if entry.state.end_entry() {
+        unwind::invalidate(entry);
+        bump(Counter::resets);
+    }
+    // SAFETY: the flags of the save above.
+    unsafe { ffi::ud_local_irq_restore(flags) };
     // SAFETY: drops the reference taken when this work was queued; current is alive.
     unsafe { ffi::ud_put_task(ffi::ud_current()) };
     // Last access to module state (see `retract`).
     TASK_WORKS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
-}
-
-/// Return to user space (interrupts off): a new kernel entry begins at the next entry.
-fn on_user_return() {
-    let Some(d) = deferred() else { return };
-    // SAFETY: returns current.
-    let Some(entry) = d.tasks.get(unsafe { ffi::ud_current() }) else { return };
-    if entry.state.reset_on_user_return() {
-        unwind::invalidate(entry);
-        bump(Counter::resets);
-    }
 }
 
 /// sched_process_free: the task is dead and its task works have run.
@@ -254,14 +253,6 @@ fn task_free(task: *mut ffi::task_struct) {
 #[no_mangle]
 pub(crate) unsafe extern "C" fn ud_rs_task_work(head: *mut ffi::callback_head) {
     task_work(head);
-}
-
-/// # Safety
-///
-/// Called by the shim's user-return notifier (interrupts off, current returning to user).
-#[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_on_user_return() {
-    on_user_return();
 }
 
 /// # Safety

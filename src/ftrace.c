@@ -90,7 +90,6 @@ static int ud_instance_slots;
 #define for_each_published_instance(i, inst)					\
 	for ((i) = 0; (i) < READ_ONCE(ud_instance_slots); (i)++)		\
 		if (((inst) = rcu_dereference_sched(ud_instances[i])))
-static siphash_key_t ud_file_key;
 static struct workqueue_struct *ud_wq;
 
 /*
@@ -571,9 +570,14 @@ static struct ud_file_note *ud_describe_file(struct file *file, u32 hash)
 	return note;
 }
 
+/*
+ * The file's hash in the trace: its identity (super block, inode, ctime, keyed with this
+ * load's secret), not its struct file, whose address a library loaded after another was
+ * unloaded may reuse (the second would then be named by the first's file_cache).
+ */
 static u32 ud_file_hash(const struct file *file)
 {
-	return ud_rs_fold_file_hash(siphash_1u64((u64)(unsigned long)file, &ud_file_key));
+	return ud_rs_fold_file_hash(ud_file_identity(file));
 }
 
 /* The address space of a stack being resolved (ud_rs_resolve_stack()'s context). */
@@ -1227,7 +1231,6 @@ int ud_ftrace_init(void)
 	ud_kprobe_cookies = ud_hook_ok(UD_HOOK_ring_buffer_nest_start) &&
 			    ud_hook_ok(UD_HOOK_ring_buffer_nest_end) &&
 			    ud_hook_ok(UD_HOOK_current_kprobe);
-	get_random_bytes(&ud_file_key, sizeof(ud_file_key));
 	trace_event_type_funcs_user_unwind_stack.trace = ud_stack_output;
 
 	ud_wq = alloc_workqueue("unwind_deferred", 0, 0);

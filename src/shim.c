@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * C shim of the unwind_deferred module: only what Rust for Linux 6.12 cannot reach
- * (static inline helpers, per-CPU data, task_work, SRCU, tracepoint probes, the
- * user-return notifier, debugfs) and the exported C API. The logic is in Rust (src/ and src/core/);
+ * (static inline helpers, per-CPU data, task_work, SRCU, tracepoint probes, debugfs) and
+ * the exported C API. The logic is in Rust (src/ and src/core/);
  * rust-bindings/shim.h is the contract between the two.
  */
 #include <linux/cpuhotplug.h>
@@ -24,7 +24,6 @@
 #include <linux/tracepoint.h>
 #include <linux/uaccess.h>
 #include <linux/unwind_deferred.h>
-#include <linux/user-return-notifier.h>
 #include <linux/vmalloc.h>
 #include <asm/ptrace.h>
 
@@ -179,11 +178,13 @@ out:
 static siphash_key_t ud_file_key_secret;
 
 /*
- * The identity of a file's contents, as a key for the per-file caches: super block, inode
+ * The identity of a file's contents, keyed with a secret of this load: super block, inode
  * number and ctime (a rewrite in place changes the ctime; 9p without a cache gives every
- * open its own struct inode, so not the inode's address). Never 0 or UD_VDSO_KEY.
+ * open its own struct inode, so not the inode's address; and not the struct file's
+ * address, which a file opened after another was closed may reuse). The per-file caches
+ * use it as their key, ftrace's file hash folds it. Never 0 or UD_VDSO_KEY.
  */
-static u64 ud_file_key(struct file *file)
+u64 ud_file_identity(const struct file *file)
 {
 	const struct inode *inode = file_inode(file);
 	struct timespec64 ctime = inode_get_ctime(inode);
@@ -193,7 +194,23 @@ static u64 ud_file_key(struct file *file)
 	return key > UD_VDSO_KEY ? key : key + UD_VDSO_KEY + 1;
 }
 
-bool ud_current_vma(ud_u64 addr, struct ud_vma *out)
+bool ud_current_maps_stamp(ud_u64 *exec_id, ud_u64 *seq)
+{
+#ifdef CONFIG_PER_VMA_LOCK
+	/* Every mmap write lock makes the count odd, then even again, one step further. */
+	unsigned int count = raw_read_seqcount(&current->mm->mm_lock_seq);
+
+	if (count & 1)
+		return false;	/* a writer is changing the mappings right now */
+	*exec_id = current->self_exec_id;
+	*seq = count;
+	return true;
+#else
+	return false;
+#endif
+}
+
+bool ud_current_vma(ud_u64 addr, struct ud_vma *out, bool want_file)
 {
 	struct mm_struct *mm = current->mm;
 	struct vm_area_struct *vma;
@@ -214,8 +231,9 @@ bool ud_current_vma(ud_u64 addr, struct ud_vma *out)
 			out->key = UD_VDSO_KEY;
 		} else if (vma->vm_file) {
 			/* Read after the lock is dropped (reading may sleep on the inode). */
-			out->file = get_file(vma->vm_file);
-			out->key = ud_file_key(vma->vm_file);
+			if (want_file)
+				out->file = get_file(vma->vm_file);
+			out->key = ud_file_identity(vma->vm_file);
 		}
 	}
 	mmap_read_unlock(mm);
@@ -385,59 +403,6 @@ static void ud_probe_process_free(void *data, struct task_struct *task)
 	ud_rs_task_free(task);
 }
 
-/* --- Return to user space: the per-entry reset ----------------------------------------- */
-
-/*
- * Upstream resets a task's unwind state in exit_to_user_mode(). An unpatched 6.12 has no
- * hook there for modules, but x86 has the user-return notifier (what KVM uses to restore
- * MSRs): fire_user_return_notifiers() runs with interrupts off in
- * arch_exit_to_user_mode_prepare(), after the last task work, right before the return to
- * user space. The notifier list is per CPU and TIF_USER_RETURN_NOTIFY follows whichever
- * task runs on the CPU, so one notifier per online CPU sees every return to user space.
- * CPU hotplug callbacks register it on each CPU (they run on that CPU).
- */
-static DEFINE_PER_CPU(struct user_return_notifier, ud_urn);
-static enum cpuhp_state ud_cpuhp_state;
-
-/*
- * Defined in Rust (src/tasks.rs): at least the number of tasks that have a slot in the
- * table, so 0 means none does. Not in rust-bindings/shim.h, which only declares functions.
- */
-extern unsigned long ud_rs_live_slots;
-
-static void ud_on_user_return(struct user_return_notifier *urn)
-{
-	/*
-	 * This runs at every return to user space of every task. A task that requested in
-	 * this entry has a slot (it made one before its request), counted before it was
-	 * claimed, on this CPU or before a migration (which orders it): a 0 here means there
-	 * is nothing to reset, and spares the call into Rust and the lookup.
-	 */
-	if (!READ_ONCE(ud_rs_live_slots))
-		return;
-	ud_rs_on_user_return();
-}
-
-static int ud_cpu_online(unsigned int cpu)
-{
-	struct user_return_notifier *urn;
-
-	preempt_disable();
-	urn = this_cpu_ptr(&ud_urn);
-	urn->on_user_return = ud_on_user_return;
-	user_return_notifier_register(urn);
-	preempt_enable();
-	return 0;
-}
-
-static int ud_cpu_offline(unsigned int cpu)
-{
-	preempt_disable();
-	user_return_notifier_unregister(this_cpu_ptr(&ud_urn));
-	preempt_enable();
-	return 0;
-}
-
 /* --- debugfs ---------------------------------------------------------------------------- */
 
 static struct dentry *ud_debugfs;
@@ -493,19 +458,8 @@ int ud_c_init(void)
 	if (ret)
 		return ret;
 
-	ret = cpuhp_setup_state(CPUHP_AP_ONLINE_DYN, "unwind_deferred:online",
-				ud_cpu_online, ud_cpu_offline);
-	if (ret < 0) {
-		pr_err("unwind_deferred: cannot set up CPU hotplug state: %d\n", ret);
-		ud_hook_unregister_tracepoint(UD_HOOK_sched_process_free, ud_probe_process_free,
-					      NULL);
-		return ret;
-	}
-	ud_cpuhp_state = ret;
-
 	ret = ud_ftrace_init();
 	if (ret) {
-		cpuhp_remove_state(ud_cpuhp_state);
 		ud_hook_unregister_tracepoint(UD_HOOK_sched_process_free, ud_probe_process_free,
 					      NULL);
 		return ret;
@@ -524,7 +478,5 @@ void ud_c_exit(void)
 	debugfs_remove_recursive(ud_debugfs);
 	/* The ftrace instances cancel their unwind works (waiting for their callbacks). */
 	ud_ftrace_exit();
-	/* Unregisters the notifier on every CPU, on that CPU: none runs after this. */
-	cpuhp_remove_state(ud_cpuhp_state);
 	ud_hook_unregister_tracepoint(UD_HOOK_sched_process_free, ud_probe_process_free, NULL);
 }

@@ -81,6 +81,10 @@ unwinder_counters!(
     /// User memory read by the CFI walks: bytes, and reads (one user-access section each).
     bytes_read,
     reads,
+    /// PCs whose mapping came from the task's cache of mappings, and those looked up (mmap
+    /// lock, maple tree).
+    maps_cached,
+    maps_looked_up,
     /// Per-file summaries read from a file's (or the vDSO's) headers, and the files whose
     /// headers could not be used (unreadable, not x86-64 ELF): walked by frame pointers.
     modules_read,

@@ -30,12 +30,8 @@ pub(crate) struct TaskEntry {
     pub(crate) cache: AtomicPtr<StackCache>,
 }
 
-/// Slots owned in the table, or more (see [`TaskTable`]): the C user-return notifier reads
-/// it to skip the lookup while no task has a slot, which is every return to user space of
-/// every task while the module is loaded and unused.
-#[no_mangle]
-#[allow(non_upper_case_globals)]
-pub(crate) static ud_rs_live_slots: AtomicUsize = AtomicUsize::new(0);
+/// Slots owned in the table, or more (see [`TaskTable`]).
+static LIVE_SLOTS: AtomicUsize = AtomicUsize::new(0);
 
 /// The table: slots' ownership words and their entries, same index.
 ///
@@ -97,18 +93,13 @@ impl Tasks {
     fn table(&self) -> TaskTable<'_> {
         // The length was validated at construction (type invariant); there is one table per
         // load, so the one counter (0 at load, like every static) is its own.
-        TaskTable::new(self.slots(), &ud_rs_live_slots).expect("table size checked at construction")
+        TaskTable::new(self.slots(), &LIVE_SLOTS).expect("table size checked at construction")
     }
 
     /// The entry of `task`, creating it if needed. NMI-safe.
     pub(crate) fn get_or_insert(&self, task: *mut ffi::task_struct) -> Result<&TaskEntry, TableFull> {
         let slot = self.table().find_or_insert(task as usize)?;
         Ok(&self.entries()[slot])
-    }
-
-    /// The entry of `task`, if it has one. NMI-safe.
-    pub(crate) fn get(&self, task: *mut ffi::task_struct) -> Option<&TaskEntry> {
-        self.table().find(task as usize).map(|slot| &self.entries()[slot])
     }
 
     /// The owner of the slot of `entry`.

@@ -29,11 +29,12 @@ use crate::logic::cfi::{
     self, elf, modules, Lookup, Mode, ModuleInfo, Regs, Row, RowCache, RowStore,
     UnwindInfoSource, UnwindMemory, WalkParams,
 };
+use crate::logic::task_maps::{Stamp, TaskMaps};
 use crate::logic::walker::{self, UserRegs, Windowed, WordReader};
 use crate::stats::{add, add_unwinder, bump, count_stop, Counter, UnwinderCounter};
 use crate::tasks::TaskEntry;
 
-/// Frames kept per stack: the cache fills one 4 KiB allocation.
+/// Frames kept per stack.
 pub(crate) const MAX_ENTRIES: usize = ffi::UD_MAX_STACK_ENTRIES as usize;
 
 /// Files whose summaries are kept (direct-mapped; about 8 KiB).
@@ -41,16 +42,20 @@ const MODULE_SLOTS: usize = 64;
 /// The most of a file's head read for its ELF and program headers.
 const MAX_HEADERS: usize = 4096;
 
-/// One task's cached stack.
+/// One task's cached stack, and its recent mappings (one allocation per task, at its first
+/// walk).
 #[repr(C)]
 pub(crate) struct StackCache {
     /// Whether `entries[..nr]` holds this entry's stack.
     filled: usize,
     nr: usize,
     entries: [u64; MAX_ENTRIES],
+    /// Where the unwind information of the task's recent mappings is (see [`TaskMaps`]).
+    maps: TaskMaps,
 }
 
-const _: () = assert!(core::mem::size_of::<StackCache>() == 4096);
+// A kmalloc bucket of 8 KiB at most.
+const _: () = assert!(core::mem::size_of::<StackCache>() <= 8192);
 
 /// What the unwinder keeps across walks: the rows of the CFI tables met so far (per CPU),
 /// and the summaries of the files met so far.
@@ -112,8 +117,12 @@ impl PerCpuRows<'_> {
 }
 
 impl RowStore for PerCpuRows<'_> {
-    fn lookup(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool {
-        self.with(|cache| cache.lookup(module, rel_pc, out))
+    fn lookup(&mut self, module: u64, rel_pc: u64) -> Option<cfi::CompactRow> {
+        self.with(|cache| cache.lookup(module, rel_pc))
+    }
+
+    fn lookup_full(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool {
+        self.with(|cache| cache.lookup_full(module, rel_pc, out))
     }
 
     fn store(&mut self, module: u64, rel_pc: u64, row: &Row) {
@@ -144,7 +153,7 @@ impl UnwindMemory for CurrentUserMemory {
 struct Vma(ffi::ud_vma);
 
 impl Vma {
-    fn of(addr: u64) -> Option<Self> {
+    fn of(addr: u64, want_file: bool) -> Option<Self> {
         let mut vma = ffi::ud_vma {
             start: 0,
             end: 0,
@@ -154,7 +163,7 @@ impl Vma {
             exec: false,
         };
         // SAFETY: task context (takes the mmap lock); `vma` is valid for writing.
-        unsafe { ffi::ud_current_vma(addr, &mut vma) }.then_some(Self(vma))
+        unsafe { ffi::ud_current_vma(addr, &mut vma, want_file) }.then_some(Self(vma))
     }
 
     /// Reads the first `buf.len()` bytes of the mapped file: how many were read.
@@ -178,27 +187,38 @@ impl Drop for Vma {
 }
 
 /// Where the unwind information of each PC of the current task is: the mapping of the PC,
-/// then its file's summary (read once per file). Consecutive frames are mostly in one
-/// mapping, so the last mapping's answer is kept for the walk.
+/// then its file's summary (read once per file). Answers are kept in the task's
+/// [`TaskMaps`] (across kernel entries, while the address space does not change), and the
+/// last one for the walk.
 struct TaskModules<'a> {
     caches: &'a UnwindCaches,
+    /// The task's cache of mappings, if its address space could be stamped.
+    maps: Option<&'a mut TaskMaps>,
     /// `(start, end, answer)` of the last mapping looked up.
     last: Option<(u64, u64, Lookup)>,
 }
 
 impl TaskModules<'_> {
-    /// The summary of the file (or vDSO) of `vma`, from the table or read from its head.
-    fn summary(&self, vma: &Vma) -> Option<modules::ModuleSummary> {
-        let key = vma.0.key;
+    /// The summary of the file (or vDSO) `key` of the mapping that holds `pc`, from the
+    /// table or read from its head.
+    fn summary(&self, key: u64, pc: u64) -> Option<modules::ModuleSummary> {
         if let Some(summary) = modules::find(&self.caches.modules.lock(), key) {
             return Some(summary);
         }
+        // Look the mapping up again, with a reference on its file this time (rare: once
+        // per file while it stays in the table); it must still be the same file.
+        let vma = Vma::of(pc, true).filter(|vma| vma.0.key == key)?;
         let mut head = KVec::with_capacity(MAX_HEADERS, GFP_KERNEL).ok()?;
         head.extend_with(MAX_HEADERS, 0u8, GFP_KERNEL).ok()?;
         let len = if key == ffi::UD_VDSO_KEY as u64 {
             // The vDSO has no file: its image is its mapping, from its first page.
             let len = (vma.0.end - vma.0.start).min(MAX_HEADERS as u64) as usize;
-            if CurrentUserMemory.read(vma.0.start, &mut head[..len]) { len } else { 0 }
+            let read = head.get_mut(..len).is_some_and(|buf| CurrentUserMemory.read(vma.0.start, buf));
+            if read {
+                len
+            } else {
+                0
+            }
         } else {
             vma.read_file_head(&mut head)
         };
@@ -221,19 +241,19 @@ impl TaskModules<'_> {
     }
 
     fn look_up(&self, pc: u64) -> (u64, u64, Lookup) {
-        let Some(vma) = Vma::of(pc) else {
+        let Some(vma) = Vma::of(pc, false) else {
             // No mapping: the answer holds for this address only.
             return (pc, pc.wrapping_add(1), Lookup::Unmapped);
         };
-        let (start, end) = (vma.0.start, vma.0.end);
+        let (start, end, key) = (vma.0.start, vma.0.end, vma.0.key);
         // Code without a file (JIT, anonymous memory) or outside an executable mapping has
         // no unwind information here: the frame-pointer chain may still know the caller.
-        if !vma.0.exec || vma.0.key == 0 {
+        if !vma.0.exec || key == 0 {
             return (start, end, Lookup::NoInfo);
         }
         let module: Option<ModuleInfo> = self
-            .summary(&vma)
-            .and_then(|s| s.module(vma.0.key, start, vma.0.file_offset));
+            .summary(key, pc)
+            .and_then(|s| s.module(key, start, vma.0.file_offset));
         (start, end, module.map_or(Lookup::NoInfo, Lookup::Module))
     }
 }
@@ -245,14 +265,26 @@ impl UnwindInfoSource for TaskModules<'_> {
                 return answer;
             }
         }
+        if let Some((start, end, answer)) = self.maps.as_mut().and_then(|maps| maps.find(pc)) {
+            add_unwinder(UnwinderCounter::maps_cached, 1);
+            self.last = Some((start, end, answer));
+            return answer;
+        }
+        add_unwinder(UnwinderCounter::maps_looked_up, 1);
         let (start, end, answer) = self.look_up(pc);
         self.last = Some((start, end, answer));
+        // (An address in no mapping is not kept: it is a broken walk, not a mapping.)
+        if answer != Lookup::Unmapped {
+            if let Some(maps) = self.maps.as_mut() {
+                maps.keep(start, end, answer);
+            }
+        }
         answer
     }
 }
 
 /// Walks the current task's user stack into `out`: how many entries were written.
-fn walk_current(caches: &UnwindCaches, out: &mut [u64]) -> usize {
+fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps) -> usize {
     // SAFETY: reads a constant.
     let user_end = unsafe { ffi::ud_user_end() };
     let page = kernel::page::PAGE_SIZE as u64;
@@ -278,7 +310,16 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64]) -> usize {
     // SAFETY: as above; `values` has room for UD_USER_REGS registers.
     unsafe { ffi::ud_current_user_regs_dwarf(values.as_mut_ptr()) };
     let params = WalkParams::new(mode, user_end, page);
-    let mut modules = TaskModules { caches, last: None };
+    let mut stamp = Stamp::default();
+    // SAFETY: reads current's mm and task fields; current has an mm (checked by the caller).
+    let stamped = unsafe { ffi::ud_current_maps_stamp(&mut stamp.exec_id, &mut stamp.seq) };
+    let maps = if stamped {
+        maps.begin(stamp);
+        Some(maps)
+    } else {
+        None
+    };
+    let mut modules = TaskModules { caches, maps, last: None };
     let r = cfi::walk(
         &mut CurrentUserMemory,
         &mut modules,
@@ -306,13 +347,15 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64]) -> usize {
 pub(crate) fn current_stack(entry: &TaskEntry, caches: &UnwindCaches) -> (*mut u64, usize) {
     let mut cache = entry.cache.load(Ordering::Acquire);
     if cache.is_null() {
-        // SAFETY: kzalloc(GFP_KERNEL) in task context; zeroed memory is a valid, empty
-        // StackCache (integers only).
+        // SAFETY: kzalloc(GFP_KERNEL) in task context.
         cache = unsafe { ffi::ud_kzalloc(core::mem::size_of::<StackCache>() as _) }.cast();
         if cache.is_null() {
             bump(Counter::err_nomem);
             return (core::ptr::null_mut(), 0);
         }
+        // SAFETY: `cache` is a fresh allocation of a StackCache; zeroed integers are valid,
+        // the mapping cache is written before any reference to the whole is made.
+        unsafe { core::ptr::addr_of_mut!((*cache).maps).write(TaskMaps::new()) };
         entry.cache.store(cache, Ordering::Release);
     }
     // SAFETY: the cache is only accessed by its task: here (task work) and in the
@@ -325,7 +368,7 @@ pub(crate) fn current_stack(entry: &TaskEntry, caches: &UnwindCaches) -> (*mut u
     }
     // SAFETY: plain reads of current's state.
     let nr = if unsafe { ffi::ud_current_has_mm() } {
-        walk_current(caches, &mut cache.entries)
+        walk_current(caches, &mut cache.entries, &mut cache.maps)
     } else {
         0 // exit_mm() already ran: the task exits with a pending request.
     };

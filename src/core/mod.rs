@@ -11,6 +11,7 @@ pub mod file_id;
 pub mod option;
 pub mod resolve;
 pub mod sync;
+pub mod task_maps;
 pub mod task_state;
 pub mod task_table;
 pub mod walker;

@@ -4,8 +4,7 @@
 //! each task in its side table.
 //!
 //! Contexts. Requests run on the task's own CPU, in task, IRQ or NMI context; the task work
-//! and the return-to-user reset run on that CPU in task context (the reset with interrupts
-//! off). So on one CPU every interleaving is a *nesting*: an NMI or IRQ runs to completion
+//! and the end of the entry run on that CPU in task context (the end with interrupts off). So on one CPU every interleaving is a *nesting*: an NMI or IRQ runs to completion
 //! in the middle of the code it interrupted. `cancel` runs on any CPU, truly concurrently.
 //! All fields are single atomic words; no operation takes a lock, so every operation is
 //! NMI-safe. The loom tests check these operations under arbitrary thread interleavings,
@@ -19,14 +18,19 @@
 //! 2. The task work takes the mask (clearing `PENDING`), walks the stack once and calls the
 //!    works whose bit is set and that were not completed in this entry, marking each
 //!    completed.
-//! 3. A request after that (an event on the way out, or one the callbacks themselves cause)
-//!    finds its bit set and returns [`Request::Already`]: no second callback, no livelock.
-//!    A request from a work that had not asked yet sets `PENDING` again, and the task work
-//!    runs again, calling only that work (the completed set filters the others), with the
-//!    same cached stack and cookie.
-//! 4. On return to user space the state resets, unless `PENDING` is set (a request came in
-//!    after the last task work, e.g. from an NMI on the way out): then its task work runs
-//!    at the next return and the reset happens after it.
+//! 3. A request while the callbacks run (one the callbacks themselves cause) finds its bit
+//!    set and returns [`Request::Already`]: no second callback, no livelock. A request from
+//!    a work that had not asked yet sets `PENDING` again, and the task work runs again,
+//!    calling only that work (the completed set filters the others), with the same cached
+//!    stack and cookie.
+//! 4. At the end of the task work the state resets ([`TaskState::end_entry`]), unless
+//!    `PENDING` is set (a request came in during the callbacks): then the task work that
+//!    request queued ends the entry. Upstream resets at the return to user space instead;
+//!    a module has no hook there but the user-return notifier, which every return to user
+//!    space of every task would pay for. The difference: a request after the task work
+//!    and before the return to user space (an event on the way out, a preemption's
+//!    sched_switch, an NMI) starts a new entry, with a new cookie and its own walk of the
+//!    same user stack, instead of sharing the finished one's cookie.
 
 use super::sync::{fence, AtomicU64, AtomicUsize, Ordering};
 use super::work_bits::PENDING;
@@ -47,8 +51,8 @@ pub enum Request {
 /// # Invariants
 ///
 /// * `cookie` is 0 or the cookie of the current kernel entry.
-/// * A work bit set in `mask` stays set until the reset at return to user space (or cancel):
-///   that is what makes a repeated request in one entry return [`Request::Already`].
+/// * A work bit set in `mask` stays set until the entry ends (or cancel): that is what makes
+///   a repeated request in one entry return [`Request::Already`].
 /// * When `PENDING` is set in `mask`, exactly one task work is queued (or about to be by the
 ///   requester that saw [`Request::QueueTaskWork`]).
 /// * `completed` ⊆ work bits whose callback ran in this entry.
@@ -115,7 +119,7 @@ impl TaskState {
             Request::Already
         } else {
             let old = self.mask.fetch_or(PENDING | bit, Ordering::AcqRel);
-            // Pairs with the fence in `reset_on_user_return`: of our mask update and the
+            // Pairs with the fence in `end_entry`: of our mask update and the
             // reset's cookie clearing, at least one sees the other (store-buffering
             // pattern; free on x86, where the locked RMW is already a full barrier).
             fence(Ordering::SeqCst);
@@ -129,8 +133,8 @@ impl TaskState {
                 Request::QueueTaskWork
             }
         };
-        // The cookie is read only now, with our bit in the mask. Race: the return-to-user
-        // reset clears the mask, then the cookie. Had we read the cookie first, a reset
+        // The cookie is read only now, with our bit in the mask. Race: the end of the entry
+        // clears the mask, then the cookie. Had we read the cookie first, a reset
         // running between that read and our mask update would leave us holding the old
         // entry's cookie while the task work we queued reports a new one. Read after, the
         // cookie is either still the old one (the reset then sees our bit and puts it back
@@ -168,13 +172,13 @@ impl TaskState {
         self.mask.load(Ordering::Acquire) & PENDING != 0
     }
 
-    /// Return to user space: start a new entry. Returns true when the state was reset
-    /// (the caller then drops the cached stack); false when nothing was requested, or when
-    /// a task work is still pending, which then runs at the next return to user space with
-    /// this entry's cookie, and the reset happens after it.
+    /// The end of the task work: the next request starts a new entry. Returns true when the
+    /// state was reset (the caller then drops the cached stack); false when nothing was
+    /// requested, or when a task work is pending again (a request during the callbacks),
+    /// which then runs with this entry's cookie and ends the entry after it.
     ///
     /// Runs with interrupts off on the task's CPU, so only an NMI can interleave.
-    pub fn reset_on_user_return(&self) -> bool {
+    pub fn end_entry(&self) -> bool {
         let mut bits = self.mask.load(Ordering::Relaxed);
         loop {
             if bits == 0 || bits & PENDING != 0 {

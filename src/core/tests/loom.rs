@@ -149,7 +149,7 @@ fn late_request_vs_reset() {
         let w1 = w.clone();
         let nmi = thread::spawn(move || w1.request(2));
         let w2 = w.clone();
-        let reset = thread::spawn(move || w2.state.reset_on_user_return());
+        let reset = thread::spawn(move || w2.state.end_entry());
         let (r, c) = nmi.join().unwrap();
         let _ = reset.join().unwrap();
         w.drain();

@@ -38,7 +38,7 @@ fn two_works_one_entry_one_task_work_same_cookie() {
     assert!(!s.is_pending());
     assert_eq!(s.current_cookie(), c1);
     // Return to user space, next entry: new cookie.
-    assert!(s.reset_on_user_return());
+    assert!(s.end_entry());
     assert_eq!(s.current_cookie(), 0);
     let (r, c3) = s.request(1, || 0x999);
     assert_ne!(c3, c1);
@@ -64,20 +64,17 @@ fn reset_waits_for_pending_task_work() {
     let s = TaskState::new();
     let (r, c) = s.request(1, || 9);
     assert_eq!(r, Request::QueueTaskWork);
-    assert!(
-        !s.reset_on_user_return(),
-        "pending task work keeps the entry's state"
-    );
+    assert!(!s.end_entry(), "pending task work keeps the entry's state");
     assert_eq!(s.current_cookie(), c);
     assert_eq!(task_work(&s), vec![1]);
-    assert!(s.reset_on_user_return());
+    assert!(s.end_entry());
     assert!(!s.is_active());
 }
 
 #[test]
 fn nothing_requested_nothing_reset() {
     let s = TaskState::new();
-    assert!(!s.reset_on_user_return());
+    assert!(!s.end_entry());
     assert_eq!(s.take_pending(), 0);
 }
 
