@@ -132,14 +132,20 @@ def main():
     depth_ours, depth_perf, shown = [], [], 0
     for pid, samples in theirs.items():
         evs = ours.get(pid, [])
-        j = 0
-        for ts, pframes in samples:
-            # Events of one task are in time order on both sides: advance to the nearest.
-            while j + 1 < len(evs) and abs(evs[j + 1][0] - ts) <= abs(evs[j][0] - ts):
-                j += 1
-            if not evs or abs(evs[j][0] - ts) > a.tolerance:
-                continue
-            oframes = evs[j][1]
+        # Both sides saw every event of the task, in order: pair them one to one. Otherwise
+        # pair each sample with the event nearest in time (the two clocks are read a few
+        # microseconds apart, sometimes more: an interrupt between the two handlers).
+        if len(evs) == len(samples):
+            pairs = [(ts, pframes, evs[i]) for i, (ts, pframes) in enumerate(samples)]
+        else:
+            pairs, j = [], 0
+            for ts, pframes in samples:
+                while j + 1 < len(evs) and abs(evs[j + 1][0] - ts) <= abs(evs[j][0] - ts):
+                    j += 1
+                if evs and abs(evs[j][0] - ts) <= a.tolerance:
+                    pairs.append((ts, pframes, evs[j]))
+        for ts, pframes, ev in pairs:
+            oframes = ev[1]
             paired += 1
             depth_ours.append(len(oframes))
             depth_perf.append(len(pframes))
