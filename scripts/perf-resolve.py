@@ -49,7 +49,10 @@ def main():
     out = []
     for line in open(sys.argv[2]):
         line = re.sub(r"0xffffffffa[0-9a-f]{7}", lambda m: name(int(m.group(0), 16)), line)
-        line = re.sub(r"0x0000000000([0-9a-f]{6})", lambda m: name(base + int(m.group(1), 16)), line)
+        # Offsets from the module's base: kernel samples only ("[k]"); a user-space sample
+        # ("[.]") of a binary without symbols is printed the same way.
+        if "[k]" in line:
+            line = re.sub(r"0x0000000000([0-9a-f]{6})", lambda m: name(base + int(m.group(1), 16)), line)
         out.append(line)
     if "--sum" not in sys.argv:
         sys.stdout.writelines(out)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Deferred unwinding: the request path, the task work, the return-to-user reset and task
+//! Deferred unwinding: the request path, the task work, the end of the entry and task
 //! lifetime, with the semantics of upstream `kernel/unwind/deferred.c` (Linux 6.17).
 //!
 //! * `unwind_deferred_request()` may run in any context, NMI included: it takes no lock,

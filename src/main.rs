@@ -5,7 +5,7 @@
 //! * [`logic`]: the pure logic, shared verbatim with host `cargo test` (src/core/).
 //! * [`registry`]: registered works, bits, SRCU.
 //! * [`tasks`]: the per-task side table.
-//! * [`deferred`]: request, task work, return-to-user reset, task lifetime.
+//! * [`deferred`]: request, task work, end of the entry, task lifetime.
 //! * [`unwind`]: the user-stack walk and its per-entry cache.
 //! * [`stats`]: debugfs counters.
 //! * [`ftrace`]: decisions of the ftrace integration (src/ftrace.c).

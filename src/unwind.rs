@@ -17,7 +17,8 @@
 //! tells where in the address space the file's first page is mapped.
 //!
 //! The result is cached so that every callback of the entry (and every later task work run
-//! of the same entry) sees the same array; the cache is invalidated at return to user space.
+//! of the same entry) sees the same array; the cache is invalidated when the entry ends (at
+//! the end of its last task work).
 
 use core::sync::atomic::Ordering;
 
@@ -358,8 +359,8 @@ pub(crate) fn current_stack(entry: &TaskEntry, caches: &UnwindCaches) -> (*mut u
         unsafe { core::ptr::addr_of_mut!((*cache).maps).write(TaskMaps::new()) };
         entry.cache.store(cache, Ordering::Release);
     }
-    // SAFETY: the cache is only accessed by its task: here (task work) and in the
-    // return-to-user reset, never concurrently; it is freed only when the task is dead or
+    // SAFETY: the cache is only accessed by its task: here (task work) and at the end of
+    // the entry (the end of the task work), never concurrently; it is freed only when the task is dead or
     // the module unloads after every task work finished.
     let cache = unsafe { &mut *cache };
     if cache.filled != 0 {
@@ -387,7 +388,7 @@ pub(crate) fn invalidate(entry: &TaskEntry) {
     let cache = entry.cache.load(Ordering::Acquire);
     if !cache.is_null() {
         // SAFETY: see `current_stack`: only the owning task touches its cache, and this
-        // runs on its return to user space, not concurrently with its task work.
+        // runs at the end of its task work (the entry's end), not concurrently with a walk.
         unsafe { (*cache).filled = 0 };
     }
 }
