@@ -24,7 +24,7 @@ set -e
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 insmod $REPO/unwind_deferred.ko
 cd $out
-trace-cmd record -q -O userstacktrace_delay -e unwind -e sched:sched_switch \
+trace-cmd record -q -O userstacktrace_delay -e sched:sched_switch \
 	-e syscalls:sys_enter_getppid -o $out/trace.dat $REPO/tools/ustack/demo/demo 30000 >/dev/null
 rmmod unwind_deferred
 echo guest-done

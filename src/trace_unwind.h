@@ -5,10 +5,15 @@
  * They are not emitted through their tracepoints: src/ftrace.c writes them straight into
  * the ring buffer of each instance that has options/userstacktrace_delay set, as the
  * kernel's own <user stack trace> is. TRACE_EVENT() gives them their type ids, format
- * files in events/unwind/ (so trace-cmd and libtraceevent parse them) and text output.
+ * files (so trace-cmd and libtraceevent parse them) and text output.
+ *
+ * System "ftrace", beside the kernel's own <user stack trace> (events/ftrace/user_stack),
+ * as in the seeds' patches: trace-cmd record saves the formats of the ftrace system
+ * always, of other systems only when an event of theirs is named, so a trace recorded
+ * with just -O userstacktrace_delay can be read.
  */
 #undef TRACE_SYSTEM
-#define TRACE_SYSTEM unwind
+#define TRACE_SYSTEM ftrace
 
 #if !defined(_TRACE_UNWIND_H) || defined(TRACE_HEADER_MULTI_READ)
 #define _TRACE_UNWIND_H

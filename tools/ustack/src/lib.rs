@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
-//! `ustack`: turn deferred user stack trace events (`unwind:user_unwind_cookie`,
-//! `unwind:user_unwind_stack`, `unwind:file_cache`) into symbolized stacks.
+//! `ustack`: turn deferred user stack trace events (`ftrace:user_unwind_cookie`,
+//! `ftrace:user_unwind_stack`, `ftrace:file_cache`; system `unwind` in earlier versions)
+//! into symbolized stacks.
 //!
 //! Layers: [`parse`] (text → records), [`correlate`] (records → samples with stacks),
 //! [`symbolize`] (file offset → function/line), [`output`] (listing, folded, SVG) and

@@ -177,7 +177,8 @@ pub fn parse_header(line: &str) -> Option<Header<'_>> {
             // function tracer ("func <-parent") and other name-less formats
             None => ("", after.trim_end()),
         };
-        // "unwind:user_unwind_cookie" style (system prefix) is accepted too
+        // "ftrace:user_unwind_cookie" style (system prefix: ftrace, or unwind in earlier
+        // versions of the module) is accepted too
         let name = name.rsplit(':').next().unwrap_or(name);
         return Some(Header {
             instance,

@@ -166,9 +166,10 @@ impl fmt::Display for Stats {
         if self.undecoded_events > 0 {
             writeln!(
                 f,
-                "ustack: trace-cmd could not decode {} events: if they are the unwind \
-                 events, record with `-e unwind` (trace-cmd saves the formats of the \
-                 systems named with -e only)",
+                "ustack: trace-cmd could not decode {} events: if they are unwind events \
+                 of a module version that put them in system `unwind`, record with `-e \
+                 unwind` (trace-cmd saves the formats of `ftrace` and of the systems named \
+                 with -e only)",
                 self.undecoded_events
             )?;
         }

@@ -99,6 +99,28 @@ fn header_variants() {
 }
 
 #[test]
+fn both_event_systems() {
+    // Events of system `ftrace` (this version) and `unwind` (earlier ones), with and
+    // without the system prefix, give the same stacks.
+    for system in ["", "ftrace:", "unwind:"] {
+        let text = format!(
+            "\
+            demo-5     [001]    10.000090: sys_enter_getppid:    NR 110 ()
+            demo-5     [001]    10.000100: {system}user_unwind_cookie:   cookie=0x7
+            demo-5     [001]    10.000150: {system}file_cache:   hash=0x00000001 path=/usr/bin/demo build_id=4f2a
+            demo-5     [001]    10.000200: {system}user_unwind_stack:    cookie=0x7 nr=1 offsets={{ 4409 }} hashes={{ 0x1 }}
+"
+        );
+        let (samples, e) = Engine::run_text(&text);
+        assert_eq!(samples.len(), 1, "{system}");
+        assert_eq!(e.stats.cookies, 1, "{system}");
+        assert_eq!(e.stats.events_with_stack, 1, "{system}");
+        assert_eq!(e.files().len(), 1, "{system}");
+        assert!(!e.stats.has_problems(), "{system}: {}", e.stats);
+    }
+}
+
+#[test]
 fn trace_cmd_instance_prefix() {
     // trace-cmd report of a trace.dat with two buffers prefixes each line with the
     // buffer name; cookies and stacks are matched per buffer
@@ -203,7 +225,8 @@ fn interleaved_tasks() {
 
 #[test]
 fn undecoded_events_point_at_dash_e_unwind() {
-    // trace-cmd report of a trace.dat recorded without `-e unwind`.
+    // trace-cmd report of a trace.dat recorded without `-e unwind` by an earlier version
+    // (events in system `unwind`, whose formats trace-cmd saves only when named).
     let text = "\
 cpus=2
             demo-91    [000]    12.000100: sys_enter_getppid:    
