@@ -36,7 +36,7 @@ module:
 	$(KMAKE) M=$(REPO) modules
 
 client: module
-	$(KMAKE) M=$(REPO)/tests/modules KBUILD_EXTRA_SYMBOLS=$(REPO)/Module.symvers \
+	$(KMAKE) M=$(REPO)/tests/client KBUILD_EXTRA_SYMBOLS=$(REPO)/Module.symvers \
 		UD_INCLUDE=$(REPO)/include modules
 
 progs:
@@ -70,7 +70,7 @@ demo:
 
 clean:
 	-$(KMAKE) M=$(REPO) clean 2>/dev/null
-	-$(KMAKE) M=$(REPO)/tests/modules clean 2>/dev/null
+	-$(KMAKE) M=$(REPO)/tests/client clean 2>/dev/null
 	-$(MAKE) -C $(REPO)/tests/progs clean
 	-$(MAKE) -C $(REPO)/tests/ftrace/progs clean
 	-$(MAKE) -C $(REPO)/tools/ustack/demo clean

@@ -13,7 +13,8 @@
 # plain + 100 with NMIs), 5000 NMIs.
 #
 # The last line is "check: N passed, N failed" over all phases (host tests, harness
-# self-test, VM suite); the exit status is non-zero if anything failed.
+# self-test, VM suite); the exit status is non-zero if anything failed. A skipped test
+# counts as failed unless tests/allowed-skips allows its reason.
 set -uo pipefail
 
 flavour=${1:-base}
@@ -62,6 +63,22 @@ count() {
 	failed=$((failed + ${p#* }))
 }
 
+# Skips in a phase's log that tests/allowed-skips does not allow count as failures.
+check_skips() {
+	local line path reason bad=0
+	while IFS= read -r line; do
+		path=$(echo "$line" | sed -E 's/^ok [0-9]+ ([^ ]+) - .*/\1/')
+		reason=${line##*# SKIP }
+		if ! grep -v '^#' "$REPO/tests/allowed-skips" | awk -F'\t' -v p="$path" -v r="$reason" \
+			'$1 == p && r ~ $2 { found = 1 } END { exit !found }'; then
+			echo "check: $path skipped ($reason), which tests/allowed-skips does not allow"
+			bad=$((bad + 1))
+		fi
+	done < <(grep -E '^ok [0-9]+ .* # SKIP ' "$out/$1.log")
+	failed=$((failed + bad))
+	[ $bad = 0 ]
+}
+
 finish() {
 	echo "=== times"
 	printf '%s\n' "${timings[@]}"
@@ -94,7 +111,9 @@ mapfile -t benches < <(find tests -name 'bench-*.tc' | sort)
 phase vm-suite env UD_EXCLUDE='bench-*.tc' "$REPO/scripts/vm-test.sh" --kernel "$kdir" \
 	--timeout $guest_timeout --out "$out/vm" || status=1
 count vm-suite
+check_skips vm-suite || status=1
 phase bench "$REPO/scripts/vm-test.sh" --icount --kernel "$kdir" --timeout $guest_timeout \
 	--out "$out/bench" "${benches[@]}" || status=1
 count bench
+check_skips bench || status=1
 finish $status

@@ -21,7 +21,7 @@ set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 export UD_REPO=$REPO
 export UD_KO=${UD_KO:-$REPO/unwind_deferred.ko}
-export UD_CLIENT_KO=${UD_CLIENT_KO:-$REPO/tests/modules/unwind_test_client.ko}
+export UD_CLIENT_KO=${UD_CLIENT_KO:-$REPO/tests/client/unwind_test_client.ko}
 export UD_BIN=${UD_BIN:-$REPO/tests/bin}
 export UD_OUT=${UD_OUT:-/tmp}
 TEST_TIMEOUT=300 # per test; a "# timeout: N" header or UD_TEST_TIMEOUT overrides it

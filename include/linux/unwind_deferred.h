@@ -47,8 +47,48 @@ struct unwind_work {
 /* Works that can be registered at once: BITS_PER_LONG minus the reserved PENDING bit. */
 #define UNWIND_DEFERRED_MAX_WORKS	(BITS_PER_LONG - 1)
 
+/**
+ * unwind_deferred_init - register a user of deferred unwinding
+ * @work: the caller's work, which must stay valid until unwind_deferred_cancel() returns
+ * @func: called back with the user stack of each kernel entry in which @work requested
+ *
+ * Gives @work the lowest free bit of the per-task request mask.
+ *
+ * Context: sleepable.
+ * Return: 0; -EBUSY when %UNWIND_DEFERRED_MAX_WORKS works are registered; -EINVAL for a
+ * NULL @work or @func.
+ */
 int unwind_deferred_init(struct unwind_work *work, unwind_callback_t func);
+
+/**
+ * unwind_deferred_request - ask for the current task's user stack
+ * @work: a work registered with unwind_deferred_init()
+ * @cookie: where the cookie of the current kernel entry is written (0 on error); every
+ *          request of one entry, by any work, gets the same cookie, and its callback the
+ *          same stack
+ *
+ * The stack is walked once, in task context, before the task returns to user space;
+ * @work's callback then runs once with it and the cookie. Takes no lock and allocates
+ * nothing.
+ *
+ * Context: any, NMI included.
+ * Return: 0 when the callback was queued; 1 when @work had already requested in this
+ * kernel entry (no second callback); -EINVAL for kernel threads, user workers, exiting or
+ * 32-bit (compat) tasks, registers not from user mode, or a cancelled @work; -ENOSPC when
+ * the per-task table is full (module parameter max_tasks).
+ */
 int unwind_deferred_request(struct unwind_work *work, u64 *cookie);
+
+/**
+ * unwind_deferred_cancel - unregister a user of deferred unwinding
+ * @work: a work registered with unwind_deferred_init(), or one already cancelled
+ *
+ * When it returns, @work's callback is not running and never runs again, its requests
+ * fail with -EINVAL, and its bit is clear in every task and free for a later
+ * unwind_deferred_init().
+ *
+ * Context: sleepable; not from @work's own callback (it waits for running callbacks).
+ */
 void unwind_deferred_cancel(struct unwind_work *work);
 
 #endif /* _LINUX_UNWIND_DEFERRED_H */

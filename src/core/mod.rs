@@ -3,6 +3,9 @@
 //!
 //! Everything that can be stated without touching a `task_struct` lives here, so that it is
 //! compiled into the module *and* exercised by host `cargo test` (and loom, with `--cfg loom`).
+//! It has no `unsafe`, and the lint keeps it so (in the module and on the host).
+
+#![deny(unsafe_code)]
 
 pub mod cfi;
 pub mod cookie;
