@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Cookie placement: a user_unwind_cookie right after each event committed into an instance
+ * that has options/userstacktrace_delay set, with the unwind requested for it
+ * (unwind_deferred_request(), through ud_rs_request()); its stack comes later (stack.c).
+ *
+ *   trace_buffer_unlock_commit_regs  kretprobe: after an event is committed into an
+ *                                    instance (the same place where 6.12 records the
+ *                                    synchronous <user stack trace>).
+ *   an ftrace export                 the events that kprobe handlers write: the commit
+ *                                    probe cannot fire inside another kprobe's handler.
+ *
+ * Both are armed only while some instance has the option set (below, "Arming the commit
+ * probe"), and arming from a kprobe handler goes through the deferred work here, which
+ * instances.c uses too.
+ *
+ * Why this is C: the probe reads struct trace_array (its trace_flags) and the ring-buffer
+ * internals of kernel/trace/trace.h (trace_buffered_event), the export is a struct
+ * trace_export, and both run as kprobe handlers on pt_regs; Rust for Linux 6.12 has none
+ * of them. The request itself is Rust.
+ */
+#include <linux/delay.h>
+#include <linux/kprobes.h>
+#include <linux/mutex.h>
+#include <linux/slab.h>
+#include <linux/task_work.h>
+#include <linux/workqueue.h>
+
+#include "internal.h"
+#include "../../rust-bindings/shim.h"
+#include "../hooks.h"
+
+/*
+ * What the optional hooks allow (set at load): a cookie written from the commit probe's
+ * entry, nested in the event (else always from its return), and cookies for the events of
+ * kprobe handlers (the ftrace export). Set by ud_ftrace_init() (main.c).
+ */
+bool ud_cookie_on_entry;
+bool ud_kprobe_cookies;
+
+/* --- The cookie after each event: kretprobe on trace_buffer_unlock_commit_regs --------- */
+
+struct ud_commit_args {
+	struct ud_instance	*inst;
+	struct trace_buffer	*buffer;
+	unsigned int		trace_ctx;
+};
+
+/* The cookie of the current kernel entry, written into @buffer (preemption is off). */
+static void ud_commit_cookie(struct ud_instance *inst, struct trace_buffer *buffer,
+			     unsigned int trace_ctx)
+{
+	u64 cookie;
+
+	if (ud_rs_request(&inst->work, &cookie) < 0)
+		return;	/* counted by the core (not a user task, table full, ...) */
+	if (ud_write_cookie(buffer, cookie, trace_ctx))
+		ud_count(cookies);
+	else
+		ud_count(cookies_lost);
+}
+
+static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct ud_commit_args *args = (void *)ri->data;
+	struct ring_buffer_event *event;
+	struct trace_buffer *buffer;
+	struct ud_instance *inst;
+	struct trace_array *tr;
+	unsigned int trace_ctx;
+
+	/* Kernel threads have no user stack; skip them before any other work. */
+	if (current->flags & PF_KTHREAD)
+		return 1;
+	/* Not inst->tr below: the instance may be unpublished meanwhile (tr stays valid). */
+	tr = (struct trace_array *)regs_get_kernel_argument(regs, 0);
+	inst = ud_find_instance(tr);
+	if (!inst || !READ_ONCE(inst->enabled))
+		return 1;
+	buffer = (struct trace_buffer *)regs_get_kernel_argument(regs, 1);
+	event = (struct ring_buffer_event *)regs_get_kernel_argument(regs, 2);
+	trace_ctx = regs_get_kernel_argument(regs, 3);
+
+	/*
+	 * The event is reserved in the ring buffer and about to be committed: an event
+	 * reserved now, nested in it as ring_buffer_nest_start() allows, lands right after
+	 * it. Writing here spares the return probe, which costs about as much as the cookie.
+	 *
+	 * Not so for an event built in this CPU's trace_buffered_event (a filtered or
+	 * soft-disabled event file): the commit copies it into the ring buffer, so a cookie
+	 * written now would precede it. Nor when the instance has options/stacktrace or
+	 * userstacktrace set: the cookie comes after ftrace's own <stack trace> and <user
+	 * stack trace> of the event, which are written after the commit. In both cases the
+	 * cookie is written on return. (If an option flips between here and the function's
+	 * own test, one event gets its cookie before its synchronous stack: readers treat
+	 * those as parts of the event either way.)
+	 */
+	if (ud_cookie_on_entry && event != this_cpu_read(*ud_data(trace_buffered_event)) &&
+	    !(READ_ONCE(tr->trace_flags) & (TRACE_ITER_STACKTRACE | TRACE_ITER_USERSTACKTRACE))) {
+		ud_call(ring_buffer_nest_start)(buffer);
+		ud_commit_cookie(inst, buffer, trace_ctx);
+		ud_call(ring_buffer_nest_end)(buffer);
+		return 1;
+	}
+	args->inst = inst;
+	args->buffer = buffer;
+	args->trace_ctx = trace_ctx;
+	return 0;
+}
+
+static int ud_commit_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct ud_commit_args *args = (void *)ri->data;
+
+	/*
+	 * The buffered event is committed (copied into the ring buffer): the cookie lands
+	 * right after it. The instance cannot have been freed in between (we are in the same
+	 * preempt-off kprobe section).
+	 */
+	ud_commit_cookie(args->inst, args->buffer, args->trace_ctx);
+	return 0;
+}
+
+struct kretprobe ud_commit_probe = {
+	.kp.symbol_name	= "trace_buffer_unlock_commit_regs",
+	.kp.flags	= KPROBE_FLAG_DISABLED,	/* armed while an instance has the option */
+	.entry_handler	= ud_commit_entry,
+	.handler	= ud_commit_return,
+	.data_size	= sizeof(struct ud_commit_args),
+	/* maxactive: set at load, one per CPU and context (task, softirq, irq, NMI). */
+};
+
+/* --- The cookie after an event written in a kprobe handler: an ftrace export ---------- */
+
+/*
+ * The kprobe core runs no kprobe inside another kprobe's handler (it counts a miss), so
+ * the commit probe never sees an event that a kprobe or kretprobe handler writes: the
+ * dynamic kprobe events above all. ftrace calls its exports from
+ * trace_event_buffer_commit() right before trace_buffer_unlock_commit_regs(), in that
+ * same context, with the event's data but not its instance. The instance is found by
+ * reserving the cookie, nested, in each instance with the option: in the event's own
+ * buffer it lands after the event on the event's sub-buffer; in any other buffer it
+ * cannot (a sub-buffer belongs to one buffer), and it is discarded there.
+ *
+ * When the cookie does not fit after the event, the event's buffer pads the rest of the
+ * event's sub-buffer and puts the cookie at the start of the next one. So a reservation
+ * that starts a sub-buffer is taken as the event's buffer only if the word at the event's
+ * end has just turned into a padding header: memory of the event's buffer, which no other
+ * buffer's reservation writes. Two cases stay undecided, and their cookie is not written
+ * (counted as kprobe_cookies_unsure; some are other instances' events): the event ends
+ * exactly at a page boundary (there is no room to pad, and the word beyond may be the end
+ * of the memory), or the padding header was already there from an earlier lap.
+ *
+ * A tried buffer that is not the event's keeps no event, but it sees the attempt: one that
+ * is full and does not overwrite counts it as a dropped event, and one whose sub-buffer
+ * had no room left moves on to the next one (as its next event would have).
+ */
+#define UD_SUBBUF_HDR_SIZE	16	/* struct buffer_data_page: time_stamp, commit */
+
+enum ud_follows { UD_NOT_AFTER, UD_AFTER, UD_UNSURE };
+
+static bool ud_is_padding(u32 header)
+{
+	/* struct ring_buffer_event: type_len is the low 5 bits of the first word. */
+	return (header & 0x1f) == RINGBUF_TYPE_PADDING;
+}
+
+/*
+ * Whether @reserved, just reserved in @buffer, comes right after the event whose data is
+ * [@entry, @end); @before is the word at @end before the reservation, if @end_readable.
+ */
+static enum ud_follows ud_follows_event(struct trace_buffer *buffer, unsigned long entry,
+					unsigned long end, bool end_readable, u32 before,
+					const struct ring_buffer_event *reserved)
+{
+	unsigned long mask = ~((unsigned long)ring_buffer_subbuf_size_get(buffer) - 1);
+	unsigned long at = (unsigned long)reserved;
+	u32 after;
+
+	/* On the event's sub-buffer: sub-buffers are not shared, this is the event's buffer. */
+	if ((at & mask) == (entry & mask))
+		return UD_AFTER;
+	if (at != (at & mask) + UD_SUBBUF_HDR_SIZE)
+		return UD_NOT_AFTER;
+	if (!end_readable)
+		return UD_UNSURE;
+	after = READ_ONCE(*(const u32 *)end);
+	if (!ud_is_padding(after))
+		return UD_NOT_AFTER;
+	return after != before ? UD_AFTER : UD_UNSURE;
+}
+
+static void ud_export_write(struct trace_export *export, const void *entry, unsigned int size)
+{
+	unsigned long end = (unsigned long)entry + size;	/* 4-byte aligned */
+	struct ring_buffer_event *buffered, *event;
+	enum ud_follows follows;
+	struct trace_buffer *buffer;
+	struct ud_instance *inst;
+	struct trace_array *tr;
+	bool end_readable;
+	u32 before = 0;
+	u64 cookie;
+	int i;
+
+	/* Outside kprobe handlers the commit probe writes the cookie. */
+	if (!this_cpu_read(*ud_data(current_kprobe)) || (current->flags & PF_KTHREAD))
+		return;
+	/*
+	 * An event built in this CPU's trace_buffered_event (filtered or soft-disabled event
+	 * file) is copied into the ring buffer by the commit, after us: no cookie can follow
+	 * it from here (documented).
+	 */
+	buffered = this_cpu_read(*ud_data(trace_buffered_event));
+	if (buffered && entry == ring_buffer_event_data(buffered))
+		return;
+	/* A word inside the event's page (a page boundary may be the end of the memory). */
+	end_readable = end & (PAGE_SIZE - 1);
+	if (end_readable)
+		before = READ_ONCE(*(const u32 *)end);
+	/* ftrace_exports() runs us with preemption off: our RCU read side (ud_instance). */
+	for_each_published_instance(i, inst) {
+		if (!READ_ONCE(inst->enabled))
+			continue;
+		tr = READ_ONCE(inst->tr);
+		if (!tr)
+			continue;
+		buffer = READ_ONCE(tr->array_buffer.buffer);
+		ud_call(ring_buffer_nest_start)(buffer);
+		event = ud_reserve_cookie(buffer);
+		follows = UD_NOT_AFTER;
+		if (event) {
+			follows = ud_follows_event(buffer, (unsigned long)entry, end, end_readable,
+						   before, event);
+			if (follows == UD_AFTER && ud_rs_request(&inst->work, &cookie) >= 0) {
+				ud_fill_cookie(buffer, event, cookie, ud_trace_ctx());
+				ud_count(cookies);
+				ud_count(kprobe_cookies);
+			} else {
+				/* Not the event's buffer (or no request): nothing is left behind. */
+				ring_buffer_discard_commit(buffer, event);
+			}
+		}
+		ud_call(ring_buffer_nest_end)(buffer);
+		if (follows == UD_UNSURE)
+			ud_count(kprobe_cookies_unsure);
+		if (follows == UD_AFTER)
+			return;
+	}
+}
+
+static struct trace_export ud_export = {
+	.write	= ud_export_write,
+	.flags	= TRACE_EXPORT_EVENT,
+};
+static bool ud_export_registered;	/* under ud_commit_probe_lock */
+
+/* --- Work a kprobe handler cannot do itself ---------------------------------------------- */
+
+/* (struct ud_deferred and why: internal.h) */
+static atomic_t ud_deferred_in_flight = ATOMIC_INIT(0);
+
+static void ud_deferred_run(struct ud_deferred *d)
+{
+	d->fn(d);
+	atomic_dec(&ud_deferred_in_flight);	/* last access to module data */
+}
+
+static void ud_deferred_twork(struct callback_head *head)
+{
+	ud_deferred_run(container_of(head, struct ud_deferred, twork));
+}
+
+static void ud_deferred_work(struct work_struct *w)
+{
+	ud_deferred_run(container_of(w, struct ud_deferred, work));
+}
+
+void ud_defer(struct ud_deferred *d, void (*fn)(struct ud_deferred *d))
+{
+	d->fn = fn;
+	atomic_inc(&ud_deferred_in_flight);
+	init_task_work(&d->twork, ud_deferred_twork);
+	if ((current->flags & PF_KTHREAD) || task_work_add(current, &d->twork, TWA_RESUME)) {
+		INIT_WORK(&d->work, ud_deferred_work);
+		queue_work(ud_wq, &d->work);
+	}
+}
+
+void ud_deferred_wait(void)
+{
+	while (atomic_read(&ud_deferred_in_flight))
+		msleep(10);
+}
+
+/* --- Arming the commit probe ----------------------------------------------------------- */
+
+/*
+ * The commit probe costs every event of every instance (a kprobe hit and a lookup), so it
+ * is armed only while some instance has the option set: loaded but unused, the module
+ * costs trace events nothing. Arming and disarming patch kernel text and sleep; they are
+ * serialised here and always follow the current state of the options, so concurrent
+ * toggles end with the probe armed exactly when an option is set.
+ */
+static DEFINE_MUTEX(ud_commit_probe_lock);
+
+bool ud_commit_probe_armed(void)
+{
+	return !kprobe_disabled(&ud_commit_probe.kp);
+}
+
+void ud_commit_probe_update(void)
+{
+	struct ud_instance *inst;
+	bool want = false;
+	int i, ret;
+
+	mutex_lock(&ud_commit_probe_lock);
+	rcu_read_lock_sched();
+	for_each_published_instance(i, inst)
+		want |= READ_ONCE(inst->enabled);
+	rcu_read_unlock_sched();
+	/*
+	 * The probe is registered before any instance has the option file and unregistered
+	 * (which leaves it disabled) after every instance is unpublished: outside that time
+	 * there is nothing to want, so this never touches an unregistered probe.
+	 */
+	if (want != ud_commit_probe_armed()) {
+		ret = want ? enable_kretprobe(&ud_commit_probe) : disable_kretprobe(&ud_commit_probe);
+		if (ret)
+			pr_warn_once("unwind_deferred: cannot %s the commit probe: %d\n",
+				     want ? "arm" : "disarm", ret);
+	}
+	/* The export serves kprobe handlers' events: armed with the probe. */
+	if ((want && ud_kprobe_cookies) != ud_export_registered) {
+		if (!ud_export_registered)
+			register_ftrace_export(&ud_export);
+		else
+			unregister_ftrace_export(&ud_export);
+		ud_export_registered = !ud_export_registered;
+	}
+	mutex_unlock(&ud_commit_probe_lock);
+}
+
+static void ud_deferred_update(struct ud_deferred *d)
+{
+	ud_commit_probe_update();
+	kfree(d);
+}
+
+/* From a kprobe handler (atomic context): done before the current task returns to user. */
+void ud_commit_probe_update_soon(void)
+{
+	struct ud_deferred *d = kzalloc(sizeof(*d), GFP_ATOMIC);
+
+	if (!d) {
+		pr_warn_once("unwind_deferred: out of memory: the commit probe may stay %s\n",
+			     ud_commit_probe_armed() ? "armed" : "disarmed");
+		return;
+	}
+	ud_defer(d, ud_deferred_update);
+}
+
+/* The commit probe and the export, for good (no instance is published any more). */
+void ud_commit_hooks_unregister(void)
+{
+	mutex_lock(&ud_commit_probe_lock);
+	ud_hook_unregister_kretprobe(UD_HOOK_trace_buffer_unlock_commit_regs, &ud_commit_probe);
+	if (ud_export_registered) {
+		unregister_ftrace_export(&ud_export);
+		ud_export_registered = false;
+	}
+	mutex_unlock(&ud_commit_probe_lock);
+	/* ftrace_exports() calls exports with preemption off: wait for the last one. */
+	synchronize_rcu();
+}

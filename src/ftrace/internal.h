@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What the files of the ftrace tracer (src/ftrace/, see main.c for the map) share: the
+ * instance as the module sees it and the table that publishes it, the tracer's per-CPU
+ * counters, the settings of the load, and the functions one file calls in another. Private
+ * to src/ftrace/; src/ftrace.h is the tracer's interface to the rest of the module.
+ *
+ * Every file of the tracer includes kernel/trace/trace.h (struct trace_array) through this
+ * header, so each is built with -I$(srctree)/kernel/trace (Kbuild).
+ */
+#ifndef UD_FTRACE_INTERNAL_H
+#define UD_FTRACE_INTERNAL_H
+
+#include <linux/kprobes.h>
+#include <linux/percpu.h>
+#include <linux/rcupdate.h>
+#include <linux/refcount.h>
+#include <linux/ring_buffer.h>
+#include <linux/spinlock.h>
+#include <linux/task_work.h>
+#include <linux/types.h>
+#include <linux/unwind_deferred.h>
+#include <linux/workqueue.h>
+
+#include "trace.h"	/* kernel/trace/trace.h: struct trace_array */
+
+#define UD_MAX_INSTANCES	64
+
+/*
+ * One tracing instance (or the top-level one) as the module sees it.
+ *
+ * Lifetime: published in ud_instances[] (RCU: readers are kprobe handlers, which run with
+ * preemption off) until the instance is removed or the module unloads; then unpublished,
+ * ->tr cleared, and freed by a work item after unwind_deferred_cancel() (which waits for
+ * running callbacks) and synchronize_rcu() (which waits for kprobe handlers).
+ */
+struct ud_instance {
+	struct trace_array	*tr;		/* NULL once unpublished */
+	struct unwind_work	work;
+	struct dentry		*option;	/* NULL once removed */
+	bool			enabled;
+	atomic64_t		cache_gen;	/* bumped on every file_cache reset event */
+	spinlock_t		cache_lock;
+	void			*file_cache;	/* Rust FileCache, under cache_lock */
+	struct work_struct	release;
+	refcount_t		refs;		/* the table's, plus one per open option file */
+};
+
+/* The instance table (instances.c). */
+extern struct ud_instance __rcu *ud_instances[UD_MAX_INSTANCES];
+extern int ud_instance_slots;
+
+/*
+ * Every published instance, as (slot, instance). Readers are kprobe handlers (preemption
+ * off: our RCU-sched read side) or hold rcu_read_lock_sched() or trace_types_lock.
+ */
+#define for_each_published_instance(i, inst)					\
+	for ((i) = 0; (i) < READ_ONCE(ud_instance_slots); (i)++)		\
+		if (((inst) = rcu_dereference_sched(ud_instances[i])))
+
+/*
+ * Kprobe handlers: preemption is off, which is our RCU read side. Inline: the commit probe
+ * (cookie.c) looks the instance up on every event, as it did when this was one file.
+ */
+static inline struct ud_instance *ud_find_instance(const struct trace_array *tr)
+{
+	struct ud_instance *inst;
+	int i;
+
+	for_each_published_instance(i, inst)
+		if (READ_ONCE(inst->tr) == tr)
+			return inst;
+	return NULL;
+}
+
+/* Instance releases and deferred work (main.c allocates it at load). */
+extern struct workqueue_struct *ud_wq;
+
+/*
+ * What the optional hooks allow (set at load): a cookie written from the commit probe's
+ * entry, nested in the event (else always from its return), and cookies for the events of
+ * kprobe handlers (the ftrace export). Defined in cookie.c, set by main.c.
+ */
+extern bool ud_cookie_on_entry;
+extern bool ud_kprobe_cookies;
+
+/* Per-CPU like the core's counters: the cookie counter is bumped for every event. */
+struct ud_ftrace_counts {
+	u64 cookies, cookies_lost, stacks, stacks_lost, stacks_truncated, files, errors;
+	u64 build_id_reads, kprobe_cookies, kprobe_cookies_unsure;
+};
+DECLARE_PER_CPU(struct ud_ftrace_counts, ud_ftrace_counts);	/* main.c */
+#define ud_count(field)	this_cpu_inc(ud_ftrace_counts.field)
+
+/*
+ * A kprobe handler cannot sleep, and ours often run with trace_types_lock held. What they
+ * need done in process context runs before the current task returns to user space (so the
+ * mkdir or write that triggered it sees it done when it returns), or from our workqueue
+ * for a kernel thread or a task that cannot take task works any more. @fn frees the
+ * containing object. Unload waits until none is in flight: a task work or work item must
+ * not outlive the module's text.
+ */
+struct ud_deferred {
+	struct callback_head	twork;
+	struct work_struct	work;
+	void			(*fn)(struct ud_deferred *d);
+};
+
+/* --- events.c: the events, written straight into a ring buffer ----------------------- */
+
+unsigned int ud_trace_ctx(void);
+void ud_fill_cookie(struct trace_buffer *buffer, struct ring_buffer_event *event,
+		    u64 cookie, unsigned int trace_ctx);
+struct ring_buffer_event *ud_reserve_cookie(struct trace_buffer *buffer);
+bool ud_write_cookie(struct trace_buffer *buffer, u64 cookie, unsigned int trace_ctx);
+bool ud_write_file(struct trace_buffer *buffer, u32 hash, const char *path,
+		   const char *build_id, unsigned int trace_ctx);
+unsigned int ud_max_frames(struct trace_buffer *buffer);
+bool ud_write_stack(struct trace_buffer *buffer, u64 cookie, const u64 *offsets,
+		    const u32 *hashes, unsigned int nr, unsigned int trace_ctx);
+void ud_events_init(void);
+
+/* --- cookie.c: the cookie after each event, the deferred work, arming ----------------- */
+
+extern struct kretprobe ud_commit_probe;
+void ud_defer(struct ud_deferred *d, void (*fn)(struct ud_deferred *d));
+void ud_deferred_wait(void);
+bool ud_commit_probe_armed(void);
+void ud_commit_probe_update(void);
+void ud_commit_probe_update_soon(void);
+void ud_commit_hooks_unregister(void);
+
+/* --- stack.c: the unwind callback -------------------------------------------------------- */
+
+void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace, u64 cookie);
+
+/* --- instances.c: the instance table, the option, the hooks that follow instances ------- */
+
+extern struct kprobe ud_set_option_probe;
+extern struct kprobe ud_create_dir_probe;
+extern struct kprobe ud_mkdir_probe;
+extern struct kprobe ud_del_tracer_probe;
+int ud_add_instance(struct trace_array *tr);
+void ud_drop_instance(int slot, bool remove_file);
+void ud_register_reset_probes(void);
+void ud_unregister_reset_probes(void);
+
+#endif /* UD_FTRACE_INTERNAL_H */

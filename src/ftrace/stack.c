@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Stack writing: the unwind callback (task context, once per cookie and instance) turns the
+ * walked user stack into file offsets and file hashes (ud_rs_resolve_stack(), Rust, calling
+ * back ud_stack_lookup() and ud_stack_file_run() here for the address space), announces the
+ * files the instance has not seen recently (file_cache: path and build-id, with a small
+ * build-id cache) and writes user_unwind_stack with the cookie of the request.
+ *
+ * Why this is C: it works under the mmap lock on struct vm_area_struct (vma_lookup()),
+ * takes paths and build-ids from struct file (d_path(), build_id_parse_file()), and writes
+ * into the ring buffer of the instance's struct trace_array (kernel/trace/trace.h). The
+ * decisions (which frame is in which file, when to announce a file) are Rust
+ * (src/core/resolve.rs, src/core/file_cache.rs).
+ */
+#include <linux/buildid.h>
+#include <linux/fs.h>
+#include <linux/hash.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+
+#include "internal.h"
+#include "../../rust-bindings/shim.h"
+#include "../ftrace.h"
+#include "../hooks.h"
+
+#define UD_BUILD_ID_HEX		(BUILD_ID_SIZE_MAX * 2 + 1)
+
+/* --- The stack: the unwind callback (task context, once per cookie and instance) ------- */
+
+/* A file to announce, found during the walk: described after the mmap lock is dropped. */
+struct ud_file_pending {
+	struct ud_file_pending	*next;
+	struct file		*file;	/* a reference of ours */
+	u32			hash;
+};
+
+struct ud_file_note {
+	struct ud_file_note	*next;
+	u32			hash;
+	char			build_id[UD_BUILD_ID_HEX];
+	char			path[];
+};
+
+/*
+ * Build-ids of recently described files, so that reminders and other processes mapping the
+ * same file do not read its ELF notes again (on a network or 9p file system each read is a
+ * round trip). Keyed by super block and inode number, not by the struct inode: 9p without a
+ * cache gives each open its own inode. The ctime check makes a file rewritten in place (or
+ * a reused inode number) read again. Internal only: the trace never shows these numbers.
+ * Bounded: direct-mapped, 64 entries.
+ */
+#define UD_BUILD_ID_CACHE_BITS	6
+struct ud_build_id_entry {
+	const struct super_block *sb;
+	unsigned long		ino;
+	struct timespec64	ctime;
+	__u32			size;	/* 0: the file has no build-id */
+	unsigned char		id[BUILD_ID_SIZE_MAX];
+};
+static struct ud_build_id_entry ud_build_ids[1 << UD_BUILD_ID_CACHE_BITS];
+static DEFINE_SPINLOCK(ud_build_ids_lock);
+
+static void ud_build_id_hex(struct file *file, char *hex)
+{
+	const struct inode *inode = file_inode(file);
+	struct ud_build_id_entry *e = &ud_build_ids[hash_64((u64)(unsigned long)inode->i_sb ^
+							     inode->i_ino, UD_BUILD_ID_CACHE_BITS)];
+	struct timespec64 ctime = inode_get_ctime(inode);
+	unsigned char id[BUILD_ID_SIZE_MAX];
+	__u32 size = 0;
+	bool hit;
+
+	spin_lock(&ud_build_ids_lock);
+	hit = e->sb == inode->i_sb && e->ino == inode->i_ino && timespec64_equal(&e->ctime, &ctime);
+	if (hit) {
+		size = e->size;
+		memcpy(id, e->id, size);
+	}
+	spin_unlock(&ud_build_ids_lock);
+	if (!hit) {
+		ud_count(build_id_reads);
+		if (!ud_hook_ok(UD_HOOK_build_id_parse_file) ||
+		    ud_call(build_id_parse_file)(file, id, &size) || size > BUILD_ID_SIZE_MAX)
+			size = 0;
+		spin_lock(&ud_build_ids_lock);
+		e->sb = inode->i_sb;
+		e->ino = inode->i_ino;
+		e->ctime = ctime;
+		e->size = size;
+		memcpy(e->id, id, size);
+		spin_unlock(&ud_build_ids_lock);
+	}
+	*bin2hex(hex, id, size) = '\0';
+}
+
+/* Path and build-id of @file for a file_cache event (rare: first use and reminders). */
+static struct ud_file_note *ud_describe_file(struct file *file, u32 hash)
+{
+	struct ud_file_note *note;
+	char *pathbuf, *path;
+
+	pathbuf = __getname();
+	if (!pathbuf)
+		return NULL;
+	/*
+	 * The path the task sees (as /proc/PID/maps shows it): a file mapped through
+	 * overlayfs is mapped as the real file underneath, whose own f_path names a private
+	 * mount of the lower layer (virtme-ng's /tmp is such an overlay).
+	 */
+	path = d_path(file_user_path(file), pathbuf, PATH_MAX);
+	if (IS_ERR(path))
+		path = "(unknown)";
+	note = kzalloc(sizeof(*note) + strlen(path) + 1, GFP_KERNEL);
+	if (!note) {
+		__putname(pathbuf);
+		return NULL;
+	}
+	note->hash = hash;
+	strcpy(note->path, path);
+	__putname(pathbuf);
+	ud_build_id_hex(file, note->build_id);
+	return note;
+}
+
+/*
+ * The file's hash in the trace: its identity (super block, inode, ctime, keyed with this
+ * load's secret), not its struct file, whose address a library loaded after another was
+ * unloaded may reuse (the second would then be named by the first's file_cache).
+ */
+static u32 ud_file_hash(const struct file *file)
+{
+	return ud_rs_fold_file_hash(ud_file_identity(file));
+}
+
+/* The address space of a stack being resolved (ud_rs_resolve_stack()'s context). */
+struct ud_stack_space {
+	struct mm_struct	*mm;	/* mmap lock held for reading */
+	struct ud_instance	*inst;
+	u64			cache_gen;
+	struct ud_file_pending	*pending;	/* files to announce */
+	bool			error;
+};
+
+bool ud_stack_lookup(void *ctx, u64 addr, struct ud_mapping *m)
+{
+	struct ud_stack_space *space = ctx;
+	struct vm_area_struct *vma = vma_lookup(space->mm, addr);
+
+	if (!vma)
+		return false;
+	m->start = vma->vm_start;
+	m->end = vma->vm_end;
+	m->pgoff = vma->vm_pgoff;
+	m->file = vma->vm_file;
+	return true;
+}
+
+unsigned int ud_stack_file_run(void *ctx, void *file)
+{
+	struct ud_stack_space *space = ctx;
+	struct ud_file_pending *p;
+	u32 hash = ud_file_hash(file);
+	bool announce;
+
+	/*
+	 * Announce the file if this instance has not (recently). A use is counted per run of
+	 * frames in one file, not per frame, so that the reminder comes every so many stacks,
+	 * whatever their depth.
+	 */
+	spin_lock(&space->inst->cache_lock);
+	announce = ud_rs_file_cache_use(space->inst->file_cache, space->cache_gen, hash);
+	spin_unlock(&space->inst->cache_lock);
+	if (!announce)
+		return hash;
+	/*
+	 * Not described here: reading the build-id takes the file's inode lock, which ranks
+	 * above mmap_lock (a read that faults on its user buffer takes them in that order;
+	 * lockdep saw the inversion on 9p). Keep a reference and describe it after the walk.
+	 */
+	p = kmalloc(sizeof(*p), GFP_KERNEL);
+	if (!p) {
+		space->error = true;
+		return hash;
+	}
+	p->file = get_file(file);
+	p->hash = hash;
+	p->next = space->pending;
+	space->pending = p;
+	return hash;
+}
+
+void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace, u64 cookie)
+{
+	struct ud_instance *inst = container_of(work, struct ud_instance, work);
+	struct ud_stack_space space = { .mm = current->mm, .inst = inst };
+	struct ud_file_note *notes = NULL, *note;
+	struct ud_file_pending *pending, *p;
+	struct trace_buffer *buffer;
+	struct trace_array *tr;
+	unsigned int nr = trace->nr, trace_ctx;
+	u64 *offsets = NULL;
+	u32 *hashes = NULL;
+
+	if (!space.mm)
+		nr = 0;
+	nr = min_t(unsigned int, nr, UD_MAX_STACK_ENTRIES);
+
+	if (nr) {
+		/*
+		 * Sized to the stack (12 bytes a frame, under 1 KiB for most): a fixed 6 KiB
+		 * buffer would come from the page allocator on every stack with SLUB_TINY.
+		 */
+		offsets = kmalloc_array(nr, sizeof(*offsets) + sizeof(*hashes), GFP_KERNEL);
+		if (!offsets) {
+			ud_count(errors);
+			return;
+		}
+		hashes = (u32 *)(offsets + nr);
+		space.cache_gen = atomic64_read(&inst->cache_gen);
+		mmap_read_lock(space.mm);
+		ud_rs_resolve_stack(&space, (const u64 *)trace->entries, offsets, hashes, nr);
+		mmap_read_unlock(space.mm);
+		if (space.error)
+			ud_count(errors);
+	}
+
+	/* Without the mmap lock: path and build-id of the files to announce. */
+	pending = space.pending;
+	while (pending) {
+		p = pending;
+		pending = p->next;
+		note = ud_describe_file(p->file, p->hash);
+		fput(p->file);
+		kfree(p);
+		if (note) {
+			note->next = notes;	/* the walk's first file ends up first */
+			notes = note;
+		} else {
+			ud_count(errors);
+		}
+	}
+
+	/* Ring-buffer writes need preemption off; it also pins inst->tr (see ud_instance). */
+	preempt_disable_notrace();
+	tr = READ_ONCE(inst->tr);
+	if (tr) {
+		buffer = READ_ONCE(tr->array_buffer.buffer);
+		trace_ctx = ud_trace_ctx();
+		for (note = notes; note; note = note->next) {
+			if (ud_write_file(buffer, note->hash, note->path, note->build_id, trace_ctx))
+				ud_count(files);
+		}
+		if (nr > ud_max_frames(buffer)) {
+			/* Keep the innermost frames. */
+			nr = ud_max_frames(buffer);
+			ud_count(stacks_truncated);
+		}
+		if (ud_write_stack(buffer, cookie, offsets, hashes, nr, trace_ctx))
+			ud_count(stacks);
+		else
+			ud_count(stacks_lost);
+	}
+	preempt_enable_notrace();
+
+	while (notes) {
+		note = notes->next;
+		kfree(notes);
+		notes = note;
+	}
+	kfree(offsets);
+}
