@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The C shim (src/shim.c, src/ksyms.c) as Rust sees it. bindgen turns this file into
- * src/generated/shim_bindings.rs at build time (rust-bindings/bindgen.sh).
+ * The C shim (src/shim.c, src/hooks.c, src/ftrace/) as Rust sees it. bindgen turns this
+ * file into src/generated/shim_bindings.rs at build time (rust-bindings/bindgen.sh).
  *
  * No kernel header is included: kernel objects cross the boundary only as opaque pointers,
  * and functions take and return plain integers. Everything here exists because Rust for
@@ -131,7 +131,7 @@ void ud_vfree(void *p);
 void ud_msleep(unsigned int ms);
 void ud_pr_warn_table_full(void);
 
-/* --- The address space of a stack being resolved (src/ftrace.c) ----------------------- */
+/* --- The address space of a stack being resolved (src/ftrace/stack.c) ---------------- */
 
 /* The mapping of @ctx's address space that contains @addr: false if none. */
 bool ud_stack_lookup(void *ctx, ud_u64 addr, struct ud_mapping *mapping);
@@ -148,7 +148,7 @@ void ud_rs_cancel(struct unwind_work *work);
 void ud_rs_stats(struct ud_stats *out);
 /* The unwinder's counters as "name value" lines into @buf: bytes written. */
 unsigned long ud_rs_unwinder_stats(char *buf, unsigned long len);
-/* ftrace integration (src/ftrace.rs): the pure decisions of src/ftrace.c. */
+/* ftrace integration (src/ftrace.rs): the pure decisions of the tracer, src/ftrace/. */
 int ud_rs_parse_bool_option(const char *buf, unsigned long len);
 unsigned int ud_rs_fold_file_hash(ud_u64 hash);
 /*

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The ftrace tracer (src/ftrace/, whose main.c says what each file holds) as the rest of
+ * the module sees it: src/shim.c sets it up and tears it down, and shows its counters.
+ */
 #ifndef UD_FTRACE_H
 #define UD_FTRACE_H
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The decisions of the ftrace integration (src/ftrace.c), as FFI entry points over the pure
+//! The decisions of the ftrace integration (src/ftrace/), as FFI entry points over the pure
 //! logic: option parsing, file hash folding, resolving stacks into file offsets and hashes,
 //! and the per-instance file cache.
 
@@ -33,13 +33,14 @@ pub(crate) extern "C" fn ud_rs_fold_file_hash(hash: u64) -> u32 {
     file_id::fold_file_hash(hash)
 }
 
-/// The address space of a stack being resolved: ftrace.c's callbacks with their context.
+/// The address space of a stack being resolved: src/ftrace/stack.c's callbacks with their
+/// context.
 struct StackSpace(*mut c_void);
 
 impl AddressSpace for StackSpace {
     fn lookup(&mut self, addr: u64) -> Option<Mapping> {
         let mut m = ffi::ud_mapping { start: 0, end: 0, pgoff: 0, file: core::ptr::null_mut() };
-        // SAFETY: `self.0` is the context ftrace.c passed to `ud_rs_resolve_stack` (its mmap
+        // SAFETY: `self.0` is the context stack.c passed to `ud_rs_resolve_stack` (its mmap
         // lock is held for the whole call); `m` is valid for writing.
         if !unsafe { ffi::ud_stack_lookup(self.0, addr, &mut m) } {
             return None;

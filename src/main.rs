@@ -8,8 +8,8 @@
 //! * [`deferred`]: request, task work, end of the entry, task lifetime.
 //! * [`unwind`]: the user-stack walk and its per-entry cache.
 //! * [`stats`]: debugfs counters.
-//! * [`ftrace`]: decisions of the ftrace integration (src/ftrace.c).
-//! * `src/shim.c`, `src/ksyms.c`: the C the Rust side cannot do in 6.12.
+//! * [`ftrace`]: decisions of the ftrace integration (the tracer is C: src/ftrace/).
+//! * `src/shim.c`, `src/hooks.c`, `src/ftrace/`: the C the Rust side cannot do in 6.12.
 
 use kernel::prelude::*;
 

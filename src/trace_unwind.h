@@ -2,10 +2,11 @@
 /*
  * The unwind trace events (Documentation/trace-events.rst is the contract).
  *
- * They are not emitted through their tracepoints: src/ftrace.c writes them straight into
- * the ring buffer of each instance that has options/userstacktrace_delay set, as the
- * kernel's own <user stack trace> is. TRACE_EVENT() gives them their type ids, format
- * files (so trace-cmd and libtraceevent parse them) and text output.
+ * They are not emitted through their tracepoints: src/ftrace/events.c (the one file that
+ * expands this header with CREATE_TRACE_POINTS) writes them straight into the ring buffer
+ * of each instance that has options/userstacktrace_delay set, as the kernel's own <user
+ * stack trace> is. TRACE_EVENT() gives them their type ids, format files (so trace-cmd and
+ * libtraceevent parse them) and text output.
  *
  * System "ftrace", beside the kernel's own <user stack trace> (events/ftrace/user_stack),
  * as in the seeds' patches: trace-cmd record saves the formats of the ftrace system
