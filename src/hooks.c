@@ -12,6 +12,8 @@
 #include <linux/tracepoint.h>
 #include <linux/uaccess.h>
 
+#include <asm/ibt.h>
+
 #include "hooks.h"
 
 /* A static call is a patched direct call on x86-64; without them it would be indirect. */
@@ -128,11 +130,16 @@ static int ud_parse_missing_hooks(void)
 
 /*
  * ENDBR64 (f3 0f 1e fa): an IBT kernel keeps it only where the function's address is taken.
- * Sealing overwrites the others with a 4-byte nop unique to former ENDBR64 sites (66 0f 1f
- * 00, arch/x86/include/asm/ibt.h).
+ * Sealing overwrites the others with an instruction unique to former ENDBR64 sites, which
+ * the kernel names (gen_endbr_poison(), arch/x86/include/asm/ibt.h: 66 0f 1f 00 in 6.12;
+ * later kernels changed it). Without IBT nothing is sealed.
  */
 #define UD_ENDBR64		0xfa1e0ff3
+#ifdef CONFIG_X86_KERNEL_IBT
+#define UD_ENDBR64_POISON	gen_endbr_poison()
+#else
 #define UD_ENDBR64_POISON	0x001f0f66
+#endif
 
 static u32 ud_first_insn(unsigned long addr)
 {

@@ -32,7 +32,6 @@ mod unwind;
 module! {
     type: UnwindDeferred,
     name: "unwind_deferred",
-    author: "deferred-unwind developers",
     description: "Deferred user-space stack unwinding and its ftrace integration",
     license: "GPL",
 }

@@ -33,6 +33,8 @@
 
 #define UD_VERSION "0.1.0"
 MODULE_VERSION(UD_VERSION);
+/* Here, not in the Rust module! macro, whose author key differs between kernel versions. */
+MODULE_AUTHOR("deferred-unwind developers");
 
 static unsigned int max_tasks = 4096;
 module_param(max_tasks, uint, 0444);

@@ -138,7 +138,7 @@ asm(".text\n"
     ".type ud_just_return, @function\n"
     ASM_FUNC_ALIGN
     "ud_just_return:\n"
-	ANNOTATE_NOENDBR	/* reached by a return, not an indirect branch */
+	ANNOTATE_NOENDBR "\n\t"	/* reached by a return, not an indirect branch */
 	ASM_RET
     ".size ud_just_return, .-ud_just_return\n");
 

@@ -109,7 +109,7 @@ int ud_ftrace_init(void)
 			    ud_hook_ok(UD_HOOK_current_kprobe);
 	ud_events_init();
 
-	ud_wq = alloc_workqueue("unwind_deferred", 0, 0);
+	ud_wq = alloc_workqueue("unwind_deferred", WQ_UNBOUND, 0);
 	if (!ud_wq)
 		return -ENOMEM;
 
