@@ -11,7 +11,7 @@ mkdir -p "$(dirname "$out")"
 ${BINDGEN:-bindgen} "$in" \
 	--use-core --ctypes-prefix kernel::ffi \
 	--no-layout-tests --no-doc-comments \
-	--allowlist-function 'ud_.*' --blocklist-function 'ud_rs_.*' --allowlist-type 'ud_.*' --allowlist-type 'unwind_callback_fn' --allowlist-var 'UD_.*' \
+	--allowlist-function 'ud_.*' --allowlist-type 'ud_.*' --allowlist-type 'unwind_callback_fn' --allowlist-var 'UD_.*' \
 	--default-enum-style rust \
 	-o "$out.tmp" -- -x c -std=gnu11 -ffreestanding -funsigned-char
 mv "$out.tmp" "$out"

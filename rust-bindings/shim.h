@@ -158,8 +158,10 @@ unsigned int ud_rs_fold_file_hash(ud_u64 hash);
  */
 void ud_rs_resolve_stack(void *ctx, const ud_u64 *frames, ud_u64 *offsets,
 			 unsigned int *hashes, unsigned int nr);
-void *ud_rs_file_cache_new(void);
-void ud_rs_file_cache_free(void *cache);
-bool ud_rs_file_cache_use(void *cache, ud_u64 generation, unsigned int hash);
+/* An instance's record of the files announced (opaque: a Rust FileCache). */
+struct ud_file_cache;
+struct ud_file_cache *ud_rs_file_cache_new(void);
+void ud_rs_file_cache_free(struct ud_file_cache *cache);
+bool ud_rs_file_cache_use(struct ud_file_cache *cache, ud_u64 generation, unsigned int hash);
 
 #endif /* UD_SHIM_H */

@@ -83,9 +83,10 @@ pub(crate) unsafe extern "C" fn ud_rs_resolve_stack(
 
 /// A new, empty per-instance file cache (null when out of memory).
 #[no_mangle]
-pub(crate) extern "C" fn ud_rs_file_cache_new() -> *mut FileCache {
+pub(crate) extern "C" fn ud_rs_file_cache_new() -> *mut ffi::ud_file_cache {
     match KBox::new(FileCache::new(), GFP_KERNEL) {
-        Ok(cache) => KBox::into_raw(cache),
+        // C sees the cache as the opaque `struct ud_file_cache`.
+        Ok(cache) => KBox::into_raw(cache).cast(),
         Err(_) => core::ptr::null_mut(),
     }
 }
@@ -96,10 +97,11 @@ pub(crate) extern "C" fn ud_rs_file_cache_new() -> *mut FileCache {
 ///
 /// `cache` is null or came from `ud_rs_file_cache_new` and is not used afterwards.
 #[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_file_cache_free(cache: *mut FileCache) {
+pub(crate) unsafe extern "C" fn ud_rs_file_cache_free(cache: *mut ffi::ud_file_cache) {
     if !cache.is_null() {
-        // SAFETY: guaranteed by our caller.
-        drop(unsafe { KBox::from_raw(cache) });
+        // SAFETY: guaranteed by our caller: `cache` is the FileCache box of
+        // ud_rs_file_cache_new().
+        drop(unsafe { KBox::from_raw(cache.cast::<FileCache>()) });
     }
 }
 
@@ -111,9 +113,14 @@ pub(crate) unsafe extern "C" fn ud_rs_file_cache_free(cache: *mut FileCache) {
 /// `cache` came from `ud_rs_file_cache_new`, and the caller holds the instance's
 /// cache lock (no concurrent use).
 #[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_file_cache_use(cache: *mut FileCache, generation: u64, hash: u32) -> bool {
-    // SAFETY: guaranteed by our caller.
-    let cache = unsafe { &mut *cache };
+pub(crate) unsafe extern "C" fn ud_rs_file_cache_use(
+    cache: *mut ffi::ud_file_cache,
+    generation: u64,
+    hash: u32,
+) -> bool {
+    // SAFETY: guaranteed by our caller: a live FileCache of ud_rs_file_cache_new(), not
+    // used concurrently.
+    let cache = unsafe { &mut *cache.cast::<FileCache>() };
     cache.sync_generation(generation);
     cache.use_hash(hash)
 }

@@ -9,6 +9,7 @@
 //! * [`unwind`]: the user-stack walk and its per-entry cache.
 //! * [`stats`]: debugfs counters.
 //! * [`ftrace`]: decisions of the ftrace integration (the tracer is C: src/ftrace/).
+//! * [`c_boundary`]: the Rust functions C calls, type-checked against their C declarations.
 //! * `src/shim.c`, `src/hooks.c`, `src/ftrace/`: the C the Rust side cannot do in 6.12.
 
 use kernel::prelude::*;
@@ -22,6 +23,7 @@ mod ffi {
 #[allow(dead_code, unreachable_pub)]
 mod logic;
 
+mod c_boundary;
 mod deferred;
 mod ftrace;
 mod registry;

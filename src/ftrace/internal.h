@@ -41,7 +41,7 @@ struct ud_instance {
 	bool			enabled;
 	atomic64_t		cache_gen;	/* bumped on every file_cache reset event */
 	spinlock_t		cache_lock;
-	void			*file_cache;	/* Rust FileCache, under cache_lock */
+	struct ud_file_cache	*file_cache;	/* Rust FileCache, under cache_lock */
 	struct work_struct	release;
 	refcount_t		refs;		/* the table's, plus one per open option file */
 };
