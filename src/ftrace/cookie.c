@@ -257,12 +257,24 @@ static bool ud_export_registered;	/* under ud_commit_probe_lock */
 
 /* --- Work a kprobe handler cannot do itself ---------------------------------------------- */
 
-/* (struct ud_deferred and why: internal.h) */
+/*
+ * The module's kprobes sit in kernel/trace/, which is built without ftrace hooks: they are
+ * int3 probes, and on x86 the handler of an int3 in the kernel runs as an NMI (in_nmi()).
+ * There nothing may be allocated, and work may be handed on only through task_work's
+ * TWA_NMI_CURRENT or an irq_work. Both jobs handed on rescan everything (the options, the
+ * instances), so one pending job of a kind per CPU serves every request made meanwhile:
+ * the slots are static, per CPU and per kind, and a request finding its slot pending adds
+ * nothing. Race: a request on a CPU whose slot another task queued is served when that
+ * task's task work runs, which may be after the requester returns to user space; the
+ * state is right once every writer has returned or exited.
+ */
 static atomic_t ud_deferred_in_flight = ATOMIC_INIT(0);
 
 static void ud_deferred_run(struct ud_deferred *d)
 {
-	d->fn(d);
+	/* Cleared first: a request from now on queues again and sees what fn() did not. */
+	atomic_set(&d->pending, 0);
+	d->fn();
 	atomic_dec(&ud_deferred_in_flight);	/* last access to module data */
 }
 
@@ -276,21 +288,64 @@ static void ud_deferred_work(struct work_struct *w)
 	ud_deferred_run(container_of(w, struct ud_deferred, work));
 }
 
-void ud_defer(struct ud_deferred *d, void (*fn)(struct ud_deferred *d))
+/* From NMI: work queues take locks, an irq_work does not. */
+static void ud_deferred_irq_work(struct irq_work *w)
 {
+	queue_work(ud_wq, &container_of(w, struct ud_deferred, irq_work)->work);
+}
+
+static DEFINE_PER_CPU(struct ud_deferred, ud_deferred_slots[UD_NR_DEFERRED]);
+
+/*
+ * Once, at load: a slot's work item may be queued again while its last run is still
+ * executing (pending is cleared as the run starts), which queue_work() allows and
+ * INIT_WORK() would not.
+ */
+void ud_deferred_init(void)
+{
+	int cpu, kind;
+
+	for_each_possible_cpu(cpu) {
+		for (kind = 0; kind < UD_NR_DEFERRED; kind++) {
+			struct ud_deferred *d = &per_cpu(ud_deferred_slots[kind], cpu);
+
+			INIT_WORK(&d->work, ud_deferred_work);
+			init_irq_work(&d->irq_work, ud_deferred_irq_work);
+		}
+	}
+}
+
+void ud_defer(enum ud_deferred_kind kind, void (*fn)(void))
+{
+	struct ud_deferred *d = this_cpu_ptr(&ud_deferred_slots[kind]);
+	bool nmi = in_nmi();
+
+	if (atomic_xchg(&d->pending, 1))
+		return;		/* queued and not started: it will see this request too */
 	d->fn = fn;
 	atomic_inc(&ud_deferred_in_flight);
 	init_task_work(&d->twork, ud_deferred_twork);
-	if ((current->flags & PF_KTHREAD) || task_work_add(current, &d->twork, TWA_RESUME)) {
-		INIT_WORK(&d->work, ud_deferred_work);
+	/* Before the task returns to user space; kernel threads never do: a work item. */
+	if (!(current->flags & PF_KTHREAD) &&
+	    !task_work_add(current, &d->twork, nmi ? TWA_NMI_CURRENT : TWA_RESUME))
+		return;
+	if (nmi) {
+		irq_work_queue(&d->irq_work);
+	} else {
 		queue_work(ud_wq, &d->work);
 	}
 }
 
 void ud_deferred_wait(void)
 {
+	int cpu, kind;
+
 	while (atomic_read(&ud_deferred_in_flight))
 		msleep(10);
+	/* An irq_work touches its struct after its function returned. */
+	for_each_possible_cpu(cpu)
+		for (kind = 0; kind < UD_NR_DEFERRED; kind++)
+			irq_work_sync(&per_cpu(ud_deferred_slots[kind], cpu).irq_work);
 }
 
 /* --- Arming the commit probe ----------------------------------------------------------- */
@@ -342,23 +397,10 @@ void ud_commit_probe_update(void)
 	mutex_unlock(&ud_commit_probe_lock);
 }
 
-static void ud_deferred_update(struct ud_deferred *d)
-{
-	ud_commit_probe_update();
-	kfree(d);
-}
-
-/* From a kprobe handler (atomic context): done before the current task returns to user. */
+/* From a kprobe handler (NMI): done before the current task returns to user space. */
 void ud_commit_probe_update_soon(void)
 {
-	struct ud_deferred *d = kzalloc(sizeof(*d), GFP_ATOMIC);
-
-	if (!d) {
-		pr_warn_once("unwind_deferred: out of memory: the commit probe may stay %s\n",
-			     ud_commit_probe_armed() ? "armed" : "disarmed");
-		return;
-	}
-	ud_defer(d, ud_deferred_update);
+	ud_defer(UD_DEFERRED_PROBE_UPDATE, ud_commit_probe_update);
 }
 
 /* The commit probe and the export, for good (no instance is published any more). */

@@ -295,7 +295,7 @@ static int ud_del_tracer_pre(struct kprobe *p, struct pt_regs *regs)
 }
 
 /* Every instance that has no option file yet gets one (those that can). */
-static void ud_add_new_instances(struct ud_deferred *d)
+static void ud_add_new_instances(void)
 {
 	struct trace_array *tr;
 
@@ -303,7 +303,6 @@ static void ud_add_new_instances(struct ud_deferred *d)
 	list_for_each_entry(tr, ud_data(ftrace_trace_arrays), list)
 		ud_add_instance(tr);
 	mutex_unlock(ud_data(trace_types_lock));
-	kfree(d);
 }
 
 /*
@@ -316,13 +315,7 @@ static void ud_add_new_instances(struct ud_deferred *d)
  */
 static int ud_new_instance_pre(struct kprobe *p, struct pt_regs *regs)
 {
-	struct ud_deferred *d = kzalloc(sizeof(*d), GFP_ATOMIC);
-
-	if (!d) {
-		pr_warn("unwind_deferred: out of memory: a new instance gets no userstacktrace_delay\n");
-		return 0;
-	}
-	ud_defer(d, ud_add_new_instances);
+	ud_defer(UD_DEFERRED_ADD_INSTANCES, ud_add_new_instances);
 	return 0;
 }
 

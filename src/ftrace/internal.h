@@ -11,6 +11,7 @@
 #ifndef UD_FTRACE_INTERNAL_H
 #define UD_FTRACE_INTERNAL_H
 
+#include <linux/irq_work.h>
 #include <linux/kprobes.h>
 #include <linux/percpu.h>
 #include <linux/rcupdate.h>
@@ -93,17 +94,26 @@ DECLARE_PER_CPU(struct ud_ftrace_counts, ud_ftrace_counts);	/* main.c */
 #define ud_count(field)	this_cpu_inc(ud_ftrace_counts.field)
 
 /*
- * A kprobe handler cannot sleep, and ours often run with trace_types_lock held. What they
- * need done in process context runs before the current task returns to user space (so the
- * mkdir or write that triggered it sees it done when it returns), or from our workqueue
- * for a kernel thread or a task that cannot take task works any more. @fn frees the
- * containing object. Unload waits until none is in flight: a task work or work item must
- * not outlive the module's text.
+ * A kprobe handler cannot sleep, runs as an NMI (int3 on x86: nothing may be allocated),
+ * and ours often run with trace_types_lock held. What they need done in process context
+ * runs before the current task returns to user space (so the mkdir or write that
+ * triggered it sees it done when it returns), or from our workqueue for a kernel thread or
+ * a task that cannot take task works any more. Each kind of job rescans everything, so a
+ * static slot per CPU and kind holds it (cookie.c). Unload waits until none is in flight:
+ * a task work or work item must not outlive the module's text.
  */
+enum ud_deferred_kind {
+	UD_DEFERRED_PROBE_UPDATE,	/* arm or disarm the commit probe (ud_commit_probe_update) */
+	UD_DEFERRED_ADD_INSTANCES,	/* option files for new instances */
+	UD_NR_DEFERRED
+};
+
 struct ud_deferred {
 	struct callback_head	twork;
+	struct irq_work		irq_work;	/* from NMI, to the work queue */
 	struct work_struct	work;
-	void			(*fn)(struct ud_deferred *d);
+	atomic_t		pending;	/* queued and fn() not started yet */
+	void			(*fn)(void);
 };
 
 /* --- events.c: the events, written straight into a ring buffer ----------------------- */
@@ -123,7 +133,8 @@ void ud_events_init(void);
 /* --- cookie.c: the cookie after each event, the deferred work, arming ----------------- */
 
 extern struct kretprobe ud_commit_probe;
-void ud_defer(struct ud_deferred *d, void (*fn)(struct ud_deferred *d));
+void ud_deferred_init(void);
+void ud_defer(enum ud_deferred_kind kind, void (*fn)(void));
 void ud_deferred_wait(void);
 bool ud_commit_probe_armed(void);
 void ud_commit_probe_update(void);

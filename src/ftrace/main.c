@@ -112,6 +112,7 @@ int ud_ftrace_init(void)
 	ud_wq = alloc_workqueue("unwind_deferred", WQ_UNBOUND, 0);
 	if (!ud_wq)
 		return -ENOMEM;
+	ud_deferred_init();
 
 	/* Without it an instance could be freed under us: required. */
 	ret = ud_hook_register_kprobe(UD_HOOK_event_trace_del_tracer, &ud_del_tracer_probe);
