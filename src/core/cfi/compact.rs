@@ -281,16 +281,28 @@ impl CompactRow {
         window: &StackWindow,
         cfa_at: usize,
     ) -> Result<(u64, u64), Error> {
+        self.caller_ip_sp_from(regs, cfa, |slot| self.saved_word(window, cfa_at, slot))
+    }
+
+    /// The caller's IP and stack pointer, with `saved(slot)` the value saved in a slot the
+    /// row saves: the one rule behind both ways of reading them.
+    #[inline(always)]
+    fn caller_ip_sp_from(
+        &self,
+        regs: &Regs,
+        cfa: u64,
+        saved: impl Fn(usize) -> u64,
+    ) -> Result<(u64, u64), Error> {
         let unknown = Error::Invalid(Invalid::UnknownRegister);
         let ip = if self.saved & (1 << RA_SLOT) != 0 {
-            self.saved_word(window, cfa_at, RA_SLOT)
+            saved(RA_SLOT)
         } else if self.flags & F_RA_SAME != 0 {
             regs.get(RA).ok_or(unknown)?
         } else {
             return Err(unknown);
         };
         let sp = if self.saved & (1 << RSP_SLOT) != 0 {
-            self.saved_word(window, cfa_at, RSP_SLOT)
+            saved(RSP_SLOT)
         } else if self.flags & F_SP_CFA != 0 {
             cfa
         } else if self.flags & F_SP_SAME != 0 {
@@ -371,24 +383,7 @@ impl CompactRow {
         cfa: u64,
         values: &[u64; SLOTS],
     ) -> Result<(u64, u64), Error> {
-        let unknown = Error::Invalid(Invalid::UnknownRegister);
-        let ip = if self.saved & (1 << RA_SLOT) != 0 {
-            values[RA_SLOT]
-        } else if self.flags & F_RA_SAME != 0 {
-            regs.get(RA).ok_or(unknown)?
-        } else {
-            return Err(unknown);
-        };
-        let sp = if self.saved & (1 << RSP_SLOT) != 0 {
-            values[RSP_SLOT]
-        } else if self.flags & F_SP_CFA != 0 {
-            cfa
-        } else if self.flags & F_SP_SAME != 0 {
-            regs.get(RSP).ok_or(unknown)?
-        } else {
-            return Err(unknown);
-        };
-        Ok((ip, sp))
+        self.caller_ip_sp_from(regs, cfa, |slot| values.get(slot).copied().unwrap_or(0))
     }
 
     /// Makes `regs` the caller's registers, after [`CompactRow::read_saved`] into `values`

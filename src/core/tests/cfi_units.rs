@@ -1374,6 +1374,7 @@ fn row_cache_zeroed_is_empty_and_sizes() {
     // SAFETY: the documented guarantee under test: all-zero bytes are a valid cache.
     let mut zeroed: Box<RowCache> = unsafe { Box::new(std::mem::zeroed()) };
     assert!(zeroed.get(0, 0).is_none());
+    // SAFETY: as above, all-zero bytes are a valid (empty) row.
     let row: Row = unsafe { std::mem::zeroed() };
     assert_eq!(row, Row::EMPTY);
     println!(
