@@ -15,7 +15,7 @@
 
 mod cfi_common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cfi_common::*;
 use unwind_core::cfi::compact::{step_compact, SLOTS};
@@ -193,31 +193,8 @@ fn check_file(path: &Path, rng: &mut Rng, counts: &mut Counts) {
 #[test]
 fn compact_step_matches_step_on_real_rows() {
     let dir = temp_dir("compact");
-    let mut files: Vec<PathBuf> = [
-        compile(&dir, "fns", FNS_C, false, &["-O2", "-fomit-frame-pointer"]),
-        compile(
-            &dir,
-            "realign",
-            REALIGN_C,
-            false,
-            &["-O2", "-mstackrealign"],
-        ),
-        compile(&dir, "sort", SORT_CPP, true, &["-O2"]),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    files.extend(
-        [
-            "/lib/x86_64-linux-gnu/libc.so.6",
-            "/lib64/ld-linux-x86-64.so.2",
-            "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
-            "/usr/bin/python3.11",
-            "/usr/bin/perl",
-        ]
-        .iter()
-        .map(PathBuf::from),
-    );
+    let mut files = built_programs(&dir);
+    files.extend(system_files());
     let mut rng = Rng(0xc0_4ac7);
     let mut counts = Counts::default();
     for f in &files {

@@ -12,7 +12,7 @@
 
 mod cfi_common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cfi_common::*;
 use gimli::{
@@ -291,37 +291,11 @@ fn check_hdr(elf: &ElfFile, fdes: &[Fde], sum: &mut Summary) {
     assert!(reads <= bound, "{} reads for {} FDEs", reads, hdr.fde_count);
 }
 
-fn system_files() -> Vec<PathBuf> {
-    [
-        "/lib/x86_64-linux-gnu/libc.so.6",
-        "/lib64/ld-linux-x86-64.so.2",
-        "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
-        "/usr/bin/python3.11",
-        "/usr/bin/perl",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .collect()
-}
-
 #[test]
 fn rows_match_gimli_on_real_files() {
     let mut sum = Summary::default();
     let dir = temp_dir("gimli");
-    let built: Vec<PathBuf> = [
-        compile(&dir, "fns", FNS_C, false, &["-O2", "-fomit-frame-pointer"]),
-        compile(
-            &dir,
-            "realign",
-            REALIGN_C,
-            false,
-            &["-O2", "-mstackrealign"],
-        ),
-        compile(&dir, "sort", SORT_CPP, true, &["-O2"]),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let built = built_programs(&dir);
     let before = sum.cfa_exprs;
     for p in &built {
         check_file(p, true, &mut sum);

@@ -395,6 +395,34 @@ impl UnwindMemory for FlatMem {
 }
 
 /// The test programs the differential and end-to-end tests build.
+/// The test programs of the differential tests, built into `dir`: frameless functions
+/// (`-O2 -fomit-frame-pointer`), a stack-realigning one (`-mstackrealign`: DRAP) and a C++
+/// `std::sort`; those the host cannot build are left out.
+pub fn built_programs(dir: &Path) -> Vec<PathBuf> {
+    [
+        compile(dir, "fns", FNS_C, false, &["-O2", "-fomit-frame-pointer"]),
+        compile(dir, "realign", REALIGN_C, false, &["-O2", "-mstackrealign"]),
+        compile(dir, "sort", SORT_CPP, true, &["-O2"]),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The host's libraries and interpreters the differential tests read.
+pub fn system_files() -> Vec<PathBuf> {
+    [
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib64/ld-linux-x86-64.so.2",
+        "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+        "/usr/bin/python3.11",
+        "/usr/bin/perl",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect()
+}
+
 pub const FNS_C: &str = r#"
 #include <stdlib.h>
 #include <stdio.h>
