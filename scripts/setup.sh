@@ -32,9 +32,17 @@ if ! bindgen --version 2>/dev/null | grep -q '0\.69\.5'; then
 	cargo install bindgen-cli --version 0.69.5 --locked
 fi
 
+# Linux 7.x needs bindgen >= 0.71.1 (scripts/min-tool-version.sh of 7.3). It goes beside
+# 0.69.5, under its own root, and scripts/kernel.sh passes it as BINDGEN= for 7.x trees only.
+bindgen_71=/opt/deferred-unwind/bindgen-0.71.1
+if ! "$bindgen_71/bin/bindgen" --version 2>/dev/null | grep -q '0\.71\.1'; then
+	log "cargo install bindgen-cli 0.71.1 --root $bindgen_71"
+	cargo install bindgen-cli --version 0.71.1 --locked --root "$bindgen_71"
+fi
+
 if ! command -v vng >/dev/null 2>&1; then
 	log "pip install virtme-ng"
 	pip install --quiet virtme-ng
 fi
 
-log "ok ($(rustc --version), $(bindgen --version), vng $(vng --version 2>/dev/null | head -1))"
+log "ok ($(rustc --version), $(bindgen --version), $("$bindgen_71/bin/bindgen" --version) for 7.x, vng $(vng --version 2>/dev/null | head -1))"
