@@ -28,6 +28,7 @@
 #include <asm/ptrace.h>
 
 #include "../rust-bindings/shim.h"
+#include "compat.h"
 #include "ftrace.h"
 #include "hooks.h"
 

@@ -96,7 +96,7 @@ static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 	 * those as parts of the event either way.)
 	 */
 	if (ud_cookie_on_entry && event != this_cpu_read(*ud_data(trace_buffered_event)) &&
-	    !(READ_ONCE(tr->trace_flags) & (TRACE_ITER_STACKTRACE | TRACE_ITER_USERSTACKTRACE))) {
+	    !(READ_ONCE(tr->trace_flags) & (UD_TRACE_ITER(STACKTRACE) | UD_TRACE_ITER(USERSTACKTRACE)))) {
 		ud_call(ring_buffer_nest_start)(buffer);
 		ud_commit_cookie(inst, buffer, trace_ctx);
 		ud_call(ring_buffer_nest_end)(buffer);
@@ -155,7 +155,6 @@ struct kretprobe ud_commit_probe = {
  * is full and does not overwrite counts it as a dropped event, and one whose sub-buffer
  * had no room left moves on to the next one (as its next event would have).
  */
-#define UD_SUBBUF_HDR_SIZE	16	/* struct buffer_data_page: time_stamp, commit */
 
 enum ud_follows { UD_NOT_AFTER, UD_AFTER, UD_UNSURE };
 

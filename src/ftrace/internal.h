@@ -24,6 +24,7 @@
 #include <linux/workqueue.h>
 
 #include "trace.h"	/* kernel/trace/trace.h: struct trace_array */
+#include "../compat.h"	/* after trace.h: UD_TRACE_ITER() */
 
 #define UD_MAX_INSTANCES	64
 
