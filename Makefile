@@ -7,7 +7,8 @@
 #   make soak       the same on the base kernel with the full stress sizes
 #   make soak-debug the full stress sizes on the debug kernel (hours under TCG)
 #   make demo       build, boot, trace the bundled workload, leave a report and a flame graph
-#   make KDIR=/path/to/kernel/build   build against another 6.12 kernel built with CONFIG_RUST
+#   make KERNEL=7.3 ...  the same against Linux 7.3 instead of 6.12 (cached kernels)
+#   make KDIR=/path/to/kernel/build   build against your own 6.12 or 7.x kernel built with CONFIG_RUST
 
 # Inside kbuild (make -C $KDIR M=...) only the Kbuild file matters.
 ifneq ($(KERNELRELEASE),)
@@ -16,8 +17,11 @@ else
 
 REPO := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 FLAVOUR ?= base
+# The kernel series of the cached kernels: 6.12 (LTS) or 7.3.
+KERNEL ?= 6.12
+export KERNEL
 # Resolved lazily: scripts/kernel.sh builds the cached kernel when it is missing.
-KDIR ?= $(eval KDIR := $$(shell $(REPO)/scripts/kernel.sh $(FLAVOUR)))$(KDIR)
+KDIR ?= $(eval KDIR := $$(shell $(REPO)/scripts/kernel.sh $(FLAVOUR) $(KERNEL)))$(KDIR)
 # The toolchain a cached kernel was built with (scripts/kernel.sh writes it beside the tree);
 # for your own kernel, LLVM=1 unless you say otherwise (make KDIR=... LLVM=-19).
 KFLAGS ?= $(or $(shell cat $(KDIR)/ud-kbuild-flags 2>/dev/null),LLVM=$(or $(LLVM),1))

@@ -7,6 +7,8 @@
 #
 #   scripts/check.sh base|debug [--full]
 #
+# KERNEL=7.3 in the environment (make check KERNEL=7.3) runs it on Linux 7.3 instead of 6.12.
+#
 # The VM suite runs every test; the stress tests scale with UD_* sizes. By default they are
 # sized for a check of a few minutes under TCG (half an hour on the debug kernel); --full
 # (`make soak`: about half an hour; `make soak-debug`: hours) uses the sizes the issues ask for: 10^5 short-lived tasks, 200 load/unload cycles (100
@@ -36,7 +38,10 @@ else
 fi
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
+series=${KERNEL:-6.12}
+export KERNEL=$series
 out=$REPO/out/check-$flavour$suffix
+[ "$series" = 6.12 ] || out+=-$series
 mkdir -p "$out"
 passed=0 failed=0 timings=()
 
@@ -88,7 +93,7 @@ finish() {
 }
 
 phase setup "$REPO/scripts/setup.sh" || { failed=$((failed + 1)); finish 1; }
-phase kernel "$REPO/scripts/kernel.sh" "$flavour" || { failed=$((failed + 1)); finish 1; }
+phase kernel "$REPO/scripts/kernel.sh" "$flavour" "$series" || { failed=$((failed + 1)); finish 1; }
 kdir=$(tail -1 "$out/kernel.log")
 
 status=0
