@@ -145,7 +145,8 @@ void ud_rs_task_free(struct task_struct *task);
 int ud_rs_init_work(struct unwind_work *work, unwind_callback_fn func);
 int ud_rs_request(struct unwind_work *work, ud_u64 *cookie);
 void ud_rs_cancel(struct unwind_work *work);
-void ud_rs_stats(struct ud_stats *out);
+/* The core's counters and gauges as "name: value" lines into @buf: bytes written. */
+unsigned long ud_rs_stats(char *buf, unsigned long len);
 /* The unwinder's counters as "name value" lines into @buf: bytes written. */
 unsigned long ud_rs_unwinder_stats(char *buf, unsigned long len);
 /* ftrace integration (src/ftrace.rs): the pure decisions of the tracer, src/ftrace/. */

@@ -45,7 +45,6 @@ struct ud_vma {
 	bool exec;		/* VM_EXEC */
 };
 
-/* Counters shown in debugfs (unwind_deferred/stats). Keep in sync with ud_stats_show(). */
 /* A mapping of the task's address space, for the stack resolver (src/core/resolve.rs). */
 struct ud_mapping {
 	ud_u64 start;
@@ -54,32 +53,5 @@ struct ud_mapping {
 	void *file;	/* struct file *, or NULL for anonymous memory */
 };
 
-struct ud_stats {
-	ud_u64 requests;
-	ud_u64 requests_nmi;
-	ud_u64 queued;
-	ud_u64 already;
-	ud_u64 task_works;
-	ud_u64 unwinds;
-	ud_u64 unwind_frames;
-	ud_u64 unwind_cached;
-	ud_u64 unwind_empty;
-	ud_u64 callbacks;
-	ud_u64 resets;
-	ud_u64 err_kthread;
-	ud_u64 err_user_worker;
-	ud_u64 err_exiting;
-	ud_u64 err_not_user;
-	ud_u64 err_compat;
-	ud_u64 err_cancelled;
-	ud_u64 err_table_full;
-	ud_u64 err_task_work;
-	ud_u64 err_nomem;
-	ud_u64 tasks_freed;
-	ud_u64 table_used;
-	ud_u64 table_size;
-	ud_u64 works_registered;
-	ud_u64 task_works_in_flight;
-};
 
 #endif /* UD_SHIM_TYPES_H */

@@ -19,7 +19,7 @@ fn rust_functions_match_their_c_declarations() {
     same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_init_work, deferred::ud_rs_init_work);
     same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_request, deferred::ud_rs_request);
     same::<unsafe extern "C" fn(_)>(ffi::ud_rs_cancel, deferred::ud_rs_cancel);
-    same::<unsafe extern "C" fn(_)>(ffi::ud_rs_stats, deferred::ud_rs_stats);
+    same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_stats, deferred::ud_rs_stats);
     same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_unwinder_stats, stats::ud_rs_unwinder_stats);
     same::<unsafe extern "C" fn(_, _) -> _>(
         ffi::ud_rs_parse_bool_option,

@@ -312,18 +312,23 @@ pub(crate) unsafe extern "C" fn ud_rs_cancel(work: *mut ffi::unwind_work) {
     };
 }
 
+/// The core's counters and gauges as text (debugfs `stats`); returns the bytes written.
+///
 /// # Safety
 ///
-/// `out` is valid for writing.
+/// `buf` is valid for writing `len` bytes.
 #[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_stats(out: *mut ffi::ud_stats) {
+pub(crate) unsafe extern "C" fn ud_rs_stats(buf: *mut u8, len: usize) -> usize {
+    let (table_used, table_size) = match deferred() {
+        Some(d) => (d.tasks.occupancy() as u64, d.tasks.capacity() as u64),
+        None => (0, 0),
+    };
+    let gauges = [
+        ("table_used", table_used),
+        ("table_size", table_size),
+        ("works_registered", registry::registered()),
+        ("task_works_in_flight", TASK_WORKS_IN_FLIGHT.load(Ordering::Relaxed)),
+    ];
     // SAFETY: guaranteed by our caller.
-    let out = unsafe { &mut *out };
-    stats::fill(out);
-    out.task_works_in_flight = TASK_WORKS_IN_FLIGHT.load(Ordering::Relaxed);
-    if let Some(d) = deferred() {
-        out.table_used = d.tasks.occupancy() as u64;
-        out.table_size = d.tasks.capacity() as u64;
-    }
-    out.works_registered = registry::registered();
+    unsafe { stats::write_stats(buf, len, &gauges) }
 }

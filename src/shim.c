@@ -410,18 +410,15 @@ static void ud_probe_process_free(void *data, struct task_struct *task)
 
 static struct dentry *ud_debugfs;
 
+/* The core's counters (named in Rust, src/stats.rs), then the tracer's. */
 static int ud_stats_show(struct seq_file *m, void *v)
 {
-	struct ud_stats s;
+	char *buf = kmalloc(PAGE_SIZE, GFP_KERNEL);
 
-	ud_rs_stats(&s);
-#define P(f) seq_printf(m, "%s: %llu\n", #f, s.f)
-	P(requests); P(requests_nmi); P(queued); P(already); P(task_works); P(unwinds);
-	P(unwind_frames); P(unwind_cached); P(unwind_empty); P(callbacks); P(resets);
-	P(err_kthread); P(err_user_worker); P(err_exiting); P(err_not_user); P(err_compat);
-	P(err_cancelled); P(err_table_full); P(err_task_work); P(err_nomem); P(tasks_freed);
-	P(table_used); P(table_size); P(works_registered); P(task_works_in_flight);
-#undef P
+	if (!buf)
+		return -ENOMEM;
+	seq_write(m, buf, ud_rs_stats(buf, PAGE_SIZE));
+	kfree(buf);
 	ud_ftrace_stats_show(m);
 	return 0;
 }

@@ -19,11 +19,9 @@ macro_rules! counters {
 
         const COUNTERS: usize = [$(Counter::$name),*].len();
 
-        /// Sums every counter into the C structure read by debugfs.
-        pub(crate) fn fill(out: &mut ffi::ud_stats) {
-            // SAFETY: every index is below UD_NR_COUNTERS (checked below).
-            $(out.$name = unsafe { ffi::ud_count_sum(Counter::$name as u32) };)*
-        }
+        /// Their names, in the same order: the only list of them (debugfs `stats` prints
+        /// these, C has no copy).
+        const COUNTER_NAMES: [&str; COUNTERS] = [$(stringify!($name)),*];
     };
 }
 
@@ -150,6 +148,27 @@ pub(crate) unsafe extern "C" fn ud_rs_unwinder_stats(buf: *mut u8, len: usize) -
         let detail = stop.detail();
         let sep = if detail.is_empty() { "" } else { "_" };
         let _ = writeln!(w, "stop_{}{}{} {}", stop.name(), sep, detail, sum(STOP_BASE + i));
+    }
+    w.len
+}
+
+/// The core's counters, one "name: value" line each (debugfs `stats`), then `gauges`: values
+/// read at the time (table occupancy, ...) rather than counted. Returns the bytes written.
+///
+/// # Safety
+///
+/// `buf` is valid for writing `len` bytes.
+pub(crate) unsafe fn write_stats(buf: *mut u8, len: usize, gauges: &[(&str, u64)]) -> usize {
+    use core::fmt::Write;
+    // SAFETY: guaranteed by our caller.
+    let buf = unsafe { core::slice::from_raw_parts_mut(buf, len) };
+    let mut w = BufWriter { buf, len: 0 };
+    for (i, name) in COUNTER_NAMES.iter().enumerate() {
+        // SAFETY: every index is below UD_NR_COUNTERS (checked above).
+        let _ = writeln!(w, "{}: {}", name, unsafe { ffi::ud_count_sum(i as u32) });
+    }
+    for (name, value) in gauges {
+        let _ = writeln!(w, "{}: {}", name, value);
     }
     w.len
 }
