@@ -86,10 +86,19 @@ extern struct workqueue_struct *ud_wq;
 extern bool ud_cookie_on_entry;
 extern bool ud_kprobe_cookies;
 
-/* Per-CPU like the core's counters: the cookie counter is bumped for every event. */
+/*
+ * The tracer's counters (debugfs stats, as ftrace_<name>; Documentation/unwind-deferred.rst
+ * says what each counts), listed once: the struct, the sum and the printout are made from
+ * this list. Per-CPU like the core's counters: the cookie counter is bumped for every event.
+ */
+#define UD_FTRACE_COUNTERS(X) \
+	X(cookies) X(cookies_lost) X(stacks) X(stacks_lost) X(stacks_truncated) X(files) \
+	X(errors) X(build_id_reads) X(kprobe_cookies) X(kprobe_cookies_unsure)
+
 struct ud_ftrace_counts {
-	u64 cookies, cookies_lost, stacks, stacks_lost, stacks_truncated, files, errors;
-	u64 build_id_reads, kprobe_cookies, kprobe_cookies_unsure;
+#define UD_COUNTER_FIELD(name) u64 name;
+	UD_FTRACE_COUNTERS(UD_COUNTER_FIELD)
+#undef UD_COUNTER_FIELD
 };
 DECLARE_PER_CPU(struct ud_ftrace_counts, ud_ftrace_counts);	/* main.c */
 #define ud_count(field)	this_cpu_inc(ud_ftrace_counts.field)

@@ -70,16 +70,13 @@ void ud_ftrace_stats_show(struct seq_file *m)
 	for_each_possible_cpu(cpu) {
 		const struct ud_ftrace_counts *c = per_cpu_ptr(&ud_ftrace_counts, cpu);
 
-#define S(f) sum.f += READ_ONCE(c->f)
-		S(cookies); S(cookies_lost); S(stacks); S(stacks_lost); S(stacks_truncated);
-		S(files); S(errors); S(build_id_reads); S(kprobe_cookies);
-		S(kprobe_cookies_unsure);
-#undef S
+#define UD_COUNTER_SUM(name) sum.name += READ_ONCE(c->name);
+		UD_FTRACE_COUNTERS(UD_COUNTER_SUM)
+#undef UD_COUNTER_SUM
 	}
-#define P(f) seq_printf(m, "ftrace_%s: %llu\n", #f, sum.f)
-	P(cookies); P(cookies_lost); P(stacks); P(stacks_lost); P(stacks_truncated); P(files);
-	P(errors); P(build_id_reads); P(kprobe_cookies); P(kprobe_cookies_unsure);
-#undef P
+#define UD_COUNTER_SHOW(name) seq_printf(m, "ftrace_%s: %llu\n", #name, sum.name);
+	UD_FTRACE_COUNTERS(UD_COUNTER_SHOW)
+#undef UD_COUNTER_SHOW
 	/* Hits inside another kprobe's handler, and hits with no free return instance. */
 	seq_printf(m, "ftrace_commit_probe_missed: %lu\n",
 		   ud_commit_probe.kp.nmissed + ud_commit_probe.nmissed);
