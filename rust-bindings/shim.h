@@ -24,11 +24,23 @@ struct unwind_work;
 const char *ud_version(void);
 /* Module parameter max_tasks: slots of the per-task table (rounded up to a power of two). */
 unsigned int ud_param_max_tasks(void);
-/* Sets up the C side (kernel hooks, tracepoint probes, the ftrace integration, debugfs).
+/* Sets up the C side of the core (kernel hooks, the task-free tracepoint probe, debugfs).
  * Returns 0 or a negative errno, after printing what is missing. */
 int ud_c_init(void);
-/* Undoes ud_c_init(). After it returns no C hook calls into Rust any more. */
+/* Undoes ud_c_init(). After it returns no C hook of the core calls into Rust any more. */
 void ud_c_exit(void);
+
+/* --- The ftrace tracer (src/ftrace/): a client of the API, set up after the core ------ */
+
+/* Sets up the tracer: its hooks, the option in every instance, its debugfs counters.
+ * Returns 0 or a negative errno. */
+int ud_ftrace_init(void);
+/* Undoes ud_ftrace_init(): cancels the tracer's unwind works (waiting for callbacks). */
+void ud_ftrace_exit(void);
+
+/* One line naming every optional hook (src/hooks.h) that is missing, if any: after the
+ * core and the tracer have registered theirs. */
+void ud_hooks_report(void);
 
 /* --- Context of the current task -------------------------------------------------- */
 

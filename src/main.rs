@@ -50,6 +50,17 @@ impl kernel::Module for UnwindDeferred {
             deferred::retract();
             return Err(Error::from_errno(ret));
         }
+        // The tracer is the API's first client: it comes after the core is complete.
+        // SAFETY: called once, after ud_c_init() succeeded.
+        let ret = unsafe { ffi::ud_ftrace_init() };
+        if ret != 0 {
+            // SAFETY: undoes the successful ud_c_init() above; the tracer left nothing.
+            unsafe { ffi::ud_c_exit() };
+            deferred::retract();
+            return Err(Error::from_errno(ret));
+        }
+        // SAFETY: only reads the hook table, which both set-ups have filled.
+        unsafe { ffi::ud_hooks_report() };
         // SAFETY: `ud_version` returns a pointer to a static NUL-terminated string.
         let version = unsafe { CStr::from_char_ptr(ffi::ud_version()) };
         pr_info!("version {} loaded\n", version);
@@ -59,8 +70,11 @@ impl kernel::Module for UnwindDeferred {
 
 impl Drop for UnwindDeferred {
     fn drop(&mut self) {
-        // No client module is loaded (they depend on our symbols), so no request can come.
-        // First the C hooks (notifiers, tracepoint probe, debugfs), then the task works.
+        // No client module is loaded (they depend on our symbols), so only the tracer can
+        // still request: it goes first (it cancels its works, waiting for their callbacks),
+        // then the core's C hooks (tracepoint probe, debugfs), then the task works.
+        // SAFETY: undoes the successful ud_ftrace_init() of init.
+        unsafe { ffi::ud_ftrace_exit() };
         // SAFETY: undoes the successful ud_c_init() of init.
         unsafe { ffi::ud_c_exit() };
         deferred::retract();

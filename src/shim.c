@@ -410,7 +410,7 @@ static void ud_probe_process_free(void *data, struct task_struct *task)
 
 static struct dentry *ud_debugfs;
 
-/* The core's counters (named in Rust, src/stats.rs), then the tracer's. */
+/* The core's counters (named in Rust, src/stats.rs); the tracer has its own file. */
 static int ud_stats_show(struct seq_file *m, void *v)
 {
 	char *buf = kmalloc(PAGE_SIZE, GFP_KERNEL);
@@ -419,7 +419,6 @@ static int ud_stats_show(struct seq_file *m, void *v)
 		return -ENOMEM;
 	seq_write(m, buf, ud_rs_stats(buf, PAGE_SIZE));
 	kfree(buf);
-	ud_ftrace_stats_show(m);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(ud_stats);
@@ -458,25 +457,15 @@ int ud_c_init(void)
 	if (ret)
 		return ret;
 
-	ret = ud_ftrace_init();
-	if (ret) {
-		ud_hook_unregister_tracepoint(UD_HOOK_sched_process_free, ud_probe_process_free,
-					      NULL);
-		return ret;
-	}
-
 	ud_debugfs = debugfs_create_dir("unwind_deferred", NULL);
 	debugfs_create_file("stats", 0444, ud_debugfs, NULL, &ud_stats_fops);
 	debugfs_create_file("hooks", 0444, ud_debugfs, NULL, &ud_hooks_table_fops);
 	debugfs_create_file("unwinder", 0444, ud_debugfs, NULL, &ud_unwinder_stats_fops);
-	ud_hooks_report();
 	return 0;
 }
 
 void ud_c_exit(void)
 {
 	debugfs_remove_recursive(ud_debugfs);
-	/* The ftrace instances cancel their unwind works (waiting for their callbacks). */
-	ud_ftrace_exit();
 	ud_hook_unregister_tracepoint(UD_HOOK_sched_process_free, ud_probe_process_free, NULL);
 }

@@ -14,6 +14,6 @@ unload_module() {
 }
 load_client() { load_module; grep -q '^unwind_test_client ' /proc/modules || insmod "$UD_CLIENT_KO" "$@"; }
 
-# The module's debugfs counters as "name value" lines.
+# The module's debugfs counters ("name: value" lines): the core's and the tracer's.
 UD_DEBUGFS=/sys/kernel/debug/unwind_deferred
-counter() { awk -v k="$1" '$1 == k ":" { print $2 }' $UD_DEBUGFS/stats; }
+counter() { awk -v k="$1" '$1 == k ":" { print $2 }' $UD_DEBUGFS/stats $UD_DEBUGFS/ftrace; }

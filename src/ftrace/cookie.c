@@ -2,7 +2,7 @@
 /*
  * Cookie placement: a user_unwind_cookie right after each event committed into an instance
  * that has options/userstacktrace_delay set, with the unwind requested for it
- * (unwind_deferred_request(), through ud_rs_request()); its stack comes later (stack.c).
+ * (unwind_deferred_request()); its stack comes later (stack.c).
  *
  *   trace_buffer_unlock_commit_regs  kretprobe: after an event is committed into an
  *                                    instance (the same place where 6.12 records the
@@ -52,7 +52,7 @@ static void ud_commit_cookie(struct ud_instance *inst, struct trace_buffer *buff
 {
 	u64 cookie;
 
-	if (ud_rs_request(&inst->work, &cookie) < 0)
+	if (unwind_deferred_request(&inst->work, &cookie) < 0)
 		return;	/* counted by the core (not a user task, table full, ...) */
 	if (ud_write_cookie(buffer, cookie, trace_ctx))
 		ud_count(cookies);
@@ -231,7 +231,7 @@ static void ud_export_write(struct trace_export *export, const void *entry, unsi
 		if (event) {
 			follows = ud_follows_event(buffer, (unsigned long)entry, end, end_readable,
 						   before, event);
-			if (follows == UD_AFTER && ud_rs_request(&inst->work, &cookie) >= 0) {
+			if (follows == UD_AFTER && unwind_deferred_request(&inst->work, &cookie) >= 0) {
 				ud_fill_cookie(buffer, event, cookie, ud_trace_ctx());
 				ud_count(cookies);
 				ud_count(kprobe_cookies);

@@ -10,7 +10,8 @@
  * src/core/file_cache.rs, src/core/file_id.rs, src/core/resolve.rs, called through ud_rs_*).
  *
  * One concept per file (each says what it holds and why it is C):
- *   main.c       this file: set-up and tear-down of the tracer, and its debugfs counters.
+ *   main.c       this file: set-up and tear-down of the tracer, and its debugfs counters
+ *                (/sys/kernel/debug/unwind_deferred/ftrace).
  *   events.c     the events and how they are written straight into a ring buffer; the
  *                only file that expands TRACE_EVENT() (CREATE_TRACE_POINTS).
  *   cookie.c     cookie placement: the commit probe and the ftrace export write
@@ -42,6 +43,7 @@
  * and one ftrace export (register_ftrace_export(), cookie.c), for the events that kprobe
  * handlers write: the commit probe cannot fire inside another kprobe's handler.
  */
+#include <linux/debugfs.h>
 #include <linux/kprobes.h>
 #include <linux/mutex.h>
 #include <linux/seq_file.h>
@@ -62,7 +64,9 @@ DEFINE_PER_CPU(struct ud_ftrace_counts, ud_ftrace_counts);
 
 /* --- debugfs counters ------------------------------------------------------------------- */
 
-void ud_ftrace_stats_show(struct seq_file *m)
+static struct dentry *ud_ftrace_debugfs;
+
+static int ud_ftrace_stats_show(struct seq_file *m, void *v)
 {
 	struct ud_ftrace_counts sum = {};
 	int cpu;
@@ -81,6 +85,21 @@ void ud_ftrace_stats_show(struct seq_file *m)
 	seq_printf(m, "ftrace_commit_probe_missed: %lu\n",
 		   ud_commit_probe.kp.nmissed + ud_commit_probe.nmissed);
 	seq_printf(m, "ftrace_commit_probe_armed: %d\n", ud_commit_probe_armed());
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(ud_ftrace_stats);
+
+/* The counters go beside the core's, in the directory the core made (it is loaded first). */
+static void ud_ftrace_debugfs_init(void)
+{
+	struct dentry *dir = debugfs_lookup("unwind_deferred", NULL);
+
+	if (IS_ERR_OR_NULL(dir)) {
+		pr_warn("unwind_deferred: no debugfs directory: the tracer's counters are not shown\n");
+		return;
+	}
+	ud_ftrace_debugfs = debugfs_create_file("ftrace", 0444, dir, NULL, &ud_ftrace_stats_fops);
+	dput(dir);
 }
 
 /* --- Set-up and tear-down --------------------------------------------------------------- */
@@ -137,6 +156,7 @@ int ud_ftrace_init(void)
 	mutex_unlock(ud_data(trace_types_lock));
 
 	ud_hook_register_kprobe(UD_HOOK_trace_set_options, &ud_set_option_probe);
+	ud_ftrace_debugfs_init();
 	return 0;
 
 err_probes:
@@ -162,6 +182,7 @@ void ud_ftrace_exit_instances(void)
 
 void ud_ftrace_exit(void)
 {
+	debugfs_remove(ud_ftrace_debugfs);
 	/* No new deferred work: stop the hooks that queue it and wait for what they queued. */
 	ud_unregister_instance_probes();
 	ud_deferred_wait();
