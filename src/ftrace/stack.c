@@ -15,6 +15,7 @@
 #include <linux/buildid.h>
 #include <linux/fs.h>
 #include <linux/hash.h>
+#include <linux/hex.h>
 #include <linux/mm.h>
 #include <linux/slab.h>
 
