@@ -95,6 +95,12 @@ finish() {
 phase setup "$REPO/scripts/setup.sh" || { failed=$((failed + 1)); finish 1; }
 phase kernel "$REPO/scripts/kernel.sh" "$flavour" "$series" || { failed=$((failed + 1)); finish 1; }
 kdir=$(tail -1 "$out/kernel.log")
+# On a kernel with its own deferred unwinder, tests run its perf beside the module
+# (tests/ftrace/perf-defer.tc): Debian's perf 6.1 does not know --call-graph fp,defer.
+if [ "$series" != 6.12 ]; then
+	phase perf "$REPO/scripts/perf.sh" "$series" || { failed=$((failed + 1)); finish 1; }
+	export UD_PERF=$(tail -1 "$out/perf.log")
+fi
 
 status=0
 phase host-tests cargo test --workspace --locked || status=1
