@@ -8,9 +8,21 @@
 
 #include <linux/tracepoint.h>
 
+/*
+ * The tracepoint is unwind_test_bench on every kernel. From 6.15, DECLARE_TRACE() appends
+ * _tp to the names it makes and DECLARE_TRACE_EVENT() makes the plain ones (6.12 has only
+ * DECLARE_TRACE(), which makes the plain ones). The client uses no header of the module but
+ * <linux/unwind_deferred.h>, so this one difference is handled here, not in src/compat.h.
+ */
+#ifdef DECLARE_TRACE_EVENT
+DECLARE_TRACE_EVENT(unwind_test_bench,
+	TP_PROTO(unsigned long i),
+	TP_ARGS(i));
+#else
 DECLARE_TRACE(unwind_test_bench,
 	TP_PROTO(unsigned long i),
 	TP_ARGS(i));
+#endif
 
 #endif /* _UNWIND_TEST_TRACE_H */
 
