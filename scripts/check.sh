@@ -7,7 +7,8 @@
 #
 #   scripts/check.sh base|debug [--full]
 #
-# KERNEL=7.3 in the environment (make check KERNEL=7.3) runs it on Linux 7.3 instead of 6.12.
+# The VM phases run on Linux 6.12 and then on Linux 7.3 (the benchmarks on 6.12 only);
+# KERNEL=6.12 or KERNEL=7.3 in the environment (make check KERNEL=7.3) runs one.
 #
 # The VM suite runs every test; the stress tests scale with UD_* sizes. By default they are
 # sized for a check of a few minutes under TCG (half an hour on the debug kernel); --full
@@ -41,10 +42,11 @@ else
 fi
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
-series=${KERNEL:-6.12}
-export KERNEL=$series
+# Kernel series: both for the base kernel, 6.12 for the debug one; KERNEL=6.12 or
+# KERNEL=7.3 (make check KERNEL=7.3) runs one.
+kernels=${KERNEL:-6.12 7.3}
+[ "$flavour" = debug ] && kernels=${KERNEL:-6.12}
 out=$REPO/out/check-$flavour$suffix
-[ "$series" = 6.12 ] || out+=-$series
 mkdir -p "$out"
 passed=0 failed=0 timings=()
 
@@ -96,14 +98,6 @@ finish() {
 }
 
 phase setup "$REPO/scripts/setup.sh" || { failed=$((failed + 1)); finish 1; }
-phase kernel "$REPO/scripts/kernel.sh" "$flavour" "$series" || { failed=$((failed + 1)); finish 1; }
-kdir=$(tail -1 "$out/kernel.log")
-# On a kernel with its own deferred unwinder, tests run its perf beside the module
-# (tests/ftrace/perf-defer.tc): Debian's perf 6.1 does not know --call-graph fp,defer.
-if [ "$series" != 6.12 ]; then
-	phase perf "$REPO/scripts/perf.sh" "$series" || { failed=$((failed + 1)); finish 1; }
-	export UD_PERF=$(tail -1 "$out/perf.log")
-fi
 
 status=0
 phase host-tests cargo test --workspace --locked || status=1
@@ -111,23 +105,45 @@ count host-tests
 phase loom env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
 	cargo test -p unwind-core --release --locked --test loom || status=1
 count loom
-phase build make -C "$REPO" KDIR="$kdir" all || { failed=$((failed + 1)); finish 1; }
-if [ -x "$REPO/scripts/harness-selftest.sh" ]; then
-	phase harness-selftest "$REPO/scripts/harness-selftest.sh" --kernel "$kdir" || status=1
-	count harness-selftest
-fi
-echo "sizes: $(env | grep -E '^UD_' | sort | tr '\n' ' ')"
-# The benchmarks run in a VM of their own under -icount, where time is counted in guest
-# instructions: their numbers are then the same on every run and every host. (The suite
-# excludes them by name: vng passes the guest's command in the kernel command line, which
-# a list of every test's path would overflow.)
-mapfile -t benches < <(find tests -name 'bench-*.tc' | sort)
-phase vm-suite env UD_EXCLUDE='bench-*.tc' "$REPO/scripts/vm-test.sh" --kernel "$kdir" \
-	--timeout $guest_timeout --out "$out/vm" || status=1
-count vm-suite
-check_skips vm-suite || status=1
-phase bench "$REPO/scripts/vm-test.sh" --icount --kernel "$kdir" --timeout $guest_timeout \
-	--out "$out/bench" "${benches[@]}" || status=1
-count bench
-check_skips bench || status=1
+
+# The VM phases, once per kernel series: 6.12 first. Phase logs of other series than 6.12
+# carry its name (vm-suite-7.3.log, ...).
+for series in $kernels; do
+	export KERNEL=$series
+	sfx=
+	[ "$series" = 6.12 ] || sfx=-$series
+	phase kernel$sfx "$REPO/scripts/kernel.sh" "$flavour" "$series" || { failed=$((failed + 1)); finish 1; }
+	kdir=$(tail -1 "$out/kernel$sfx.log")
+	unset UD_PERF
+	# On a kernel with its own deferred unwinder, tests run its perf beside the module
+	# (tests/ftrace/perf-defer.tc): Debian's perf 6.1 does not know --call-graph fp,defer.
+	if [ "$series" != 6.12 ]; then
+		phase perf$sfx "$REPO/scripts/perf.sh" "$series" || { failed=$((failed + 1)); finish 1; }
+		export UD_PERF=$(tail -1 "$out/perf$sfx.log")
+	fi
+	# One tree, built for one kernel at a time: clean what the previous series built.
+	make -s -C "$REPO" KDIR="$kdir" clean >/dev/null 2>&1
+	phase build$sfx make -C "$REPO" KDIR="$kdir" all || { failed=$((failed + 1)); finish 1; }
+	if [ "$series" = 6.12 ] && [ -x "$REPO/scripts/harness-selftest.sh" ]; then
+		phase harness-selftest "$REPO/scripts/harness-selftest.sh" --kernel "$kdir" || status=1
+		count harness-selftest
+	fi
+	echo "sizes: $(env | grep -E '^UD_' | sort | tr '\n' ' ')"
+	# (The suite excludes the benchmarks by name: vng passes the guest's command in the
+	# kernel command line, which a list of every test's path would overflow.)
+	phase vm-suite$sfx env UD_EXCLUDE='bench-*.tc' "$REPO/scripts/vm-test.sh" --kernel "$kdir" \
+		--timeout $guest_timeout --out "$out/vm$sfx" || status=1
+	count vm-suite$sfx
+	check_skips vm-suite$sfx || status=1
+	# The benchmarks run in a VM of their own under -icount, where time is counted in guest
+	# instructions: their numbers are then the same on every run and every host. They measure
+	# the module's cost against perf's, which does not depend on the series: 6.12 only.
+	if [ "$series" = 6.12 ]; then
+		mapfile -t benches < <(find tests -name 'bench-*.tc' | sort)
+		phase bench "$REPO/scripts/vm-test.sh" --icount --kernel "$kdir" --timeout $guest_timeout \
+			--out "$out/bench" "${benches[@]}" || status=1
+		count bench
+		check_skips bench || status=1
+	fi
+done
 finish $status
