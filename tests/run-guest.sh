@@ -24,7 +24,8 @@ export UD_KO=${UD_KO:-$REPO/unwind_deferred.ko}
 export UD_CLIENT_KO=${UD_CLIENT_KO:-$REPO/tests/client/unwind_test_client.ko}
 export UD_BIN=${UD_BIN:-$REPO/tests/bin}
 export UD_OUT=${UD_OUT:-/tmp}
-TEST_TIMEOUT=300 # per test; a "# timeout: N" header or UD_TEST_TIMEOUT overrides it
+TEST_TIMEOUT=300 # per test; a "# timeout: N" header or UD_TEST_TIMEOUT overrides it, and
+		 # UD_TIMEOUT_SCALE multiplies it (slow kernels: the debug one)
 
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 mount -t debugfs nodev /sys/kernel/debug 2>/dev/null
@@ -95,7 +96,7 @@ for t in "${tests[@]}"; do
 		status=1
 	elif missing=$(check_requires "$t"); then
 		limit=$(sed -n 's/^# timeout: *\([0-9]*\).*/\1/p' "$t" | head -1)
-		limit=${UD_TEST_TIMEOUT:-${limit:-$TEST_TIMEOUT}}
+		limit=$((${UD_TEST_TIMEOUT:-${limit:-$TEST_TIMEOUT}} * ${UD_TIMEOUT_SCALE:-1}))
 		(cd $TRACING && timeout -k 5 "$limit" bash -e "$t") >>"$log" 2>&1
 		status=$?
 		[ $status = 124 ] && echo "timed out after ${limit}s" >>"$log"
