@@ -29,7 +29,7 @@ KMAKE = $(MAKE) -C $(KDIR) $(KFLAGS)
 OUT ?= $(REPO)/out
 
 .PHONY: all module client progs setup check check-debug soak soak-debug check-host vm-test \
-	harness-selftest demo clean
+	harness-selftest demo clean clean-kbuild
 
 all: module client progs
 
@@ -72,9 +72,12 @@ soak:
 demo:
 	@$(REPO)/scripts/demo.sh
 
-clean:
+# What kbuild built for one kernel (the module and the test client), before building for another.
+clean-kbuild:
 	-$(KMAKE) M=$(REPO) clean 2>/dev/null
 	-$(KMAKE) M=$(REPO)/tests/client clean 2>/dev/null
+
+clean: clean-kbuild
 	-$(MAKE) -C $(REPO)/tests/progs clean
 	-$(MAKE) -C $(REPO)/tests/ftrace/progs clean
 	-$(MAKE) -C $(REPO)/tools/ustack/demo clean

@@ -126,7 +126,7 @@ for series in $kernels; do
 		export UD_PERF=$(tail -1 "$out/perf$sfx.log")
 	fi
 	# One tree, built for one kernel at a time: clean what the previous series built.
-	make -s -C "$REPO" KDIR="$kdir" clean >/dev/null 2>&1
+	make -s -C "$REPO" KDIR="$kdir" clean-kbuild >/dev/null 2>&1
 	phase build$sfx make -C "$REPO" KDIR="$kdir" all || { failed=$((failed + 1)); finish 1; }
 	if [ "$series" = 6.12 ] && [ -x "$REPO/scripts/harness-selftest.sh" ]; then
 		phase harness-selftest "$REPO/scripts/harness-selftest.sh" --kernel "$kdir" || status=1
