@@ -2,7 +2,7 @@
 #
 # Entry points (see README.md):
 #   make            build the module, the test client module and the test programs
-#   make check      host tests + build + the whole VM suite on the base kernels (6.12, 7.3)
+#   make check      host tests + build + the whole VM suite on the base kernel (KERNEL=7.3: on 7.3)
 #   make check-debug  the same on the debug kernel (lockdep, KASAN, kmemleak, ...)
 #   make soak       the same on the base kernel with the full stress sizes
 #   make soak-debug the full stress sizes on the debug kernel (hours under TCG)
@@ -18,10 +18,10 @@ else
 REPO := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 FLAVOUR ?= base
 # The kernel series of the cached kernels: 6.12 (LTS, the default for building) or 7.3;
-# `make check` runs both unless KERNEL names one.
+# `make check` runs 6.12, `make check KERNEL=7.3` 7.3, KERNEL="6.12 7.3" both.
 export KERNEL
 # Resolved lazily: scripts/kernel.sh builds the cached kernel when it is missing.
-KDIR ?= $(eval KDIR := $$(shell $(REPO)/scripts/kernel.sh $(FLAVOUR) $(or $(KERNEL),6.12)))$(KDIR)
+KDIR ?= $(eval KDIR := $$(shell $(REPO)/scripts/kernel.sh $(FLAVOUR) $(firstword $(KERNEL) 6.12)))$(KDIR)
 # The toolchain a cached kernel was built with (scripts/kernel.sh writes it beside the tree);
 # for your own kernel, LLVM=1 unless you say otherwise (make KDIR=... LLVM=-19).
 KFLAGS ?= $(or $(shell cat $(KDIR)/ud-kbuild-flags 2>/dev/null),LLVM=$(or $(LLVM),1))

@@ -7,8 +7,8 @@
 #
 #   scripts/check.sh base|debug [--full]
 #
-# The VM phases run on Linux 6.12 and then on Linux 7.3 (the benchmarks on 6.12 only);
-# KERNEL=6.12 or KERNEL=7.3 in the environment (make check KERNEL=7.3) runs one.
+# The VM phases run on each kernel series of KERNEL (6.12 by default; KERNEL=7.3 or
+# KERNEL="6.12 7.3"), the benchmarks on 6.12 only.
 #
 # The VM suite runs every test; the stress tests scale with UD_* sizes. By default they are
 # sized for a check of a few minutes under TCG (half an hour on the debug kernel); --full
@@ -46,10 +46,10 @@ else
 fi
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
-# Kernel series: both for the base kernel, 6.12 for the debug one; KERNEL=6.12 or
-# KERNEL=7.3 (make check KERNEL=7.3) runs one.
-kernels=${KERNEL:-6.12 7.3}
-[ "$flavour" = debug ] && kernels=${KERNEL:-6.12}
+# Kernel series: 6.12 unless KERNEL says otherwise: KERNEL=7.3 (make check KERNEL=7.3),
+# or KERNEL="6.12 7.3" for both. (7.3 is not in the default yet: on it, Debian's perf 6.1,
+# cfi-vs-perf.tc's reference, cannot unwind out of the vDSO; see linux-7.3.rst.)
+kernels=${KERNEL:-6.12}
 out=$REPO/out/check-$flavour$suffix
 mkdir -p "$out"
 passed=0 failed=0 timings=()
