@@ -47,8 +47,8 @@ fi
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
 # Kernel series: 6.12 unless KERNEL says otherwise: KERNEL=7.3 (make check KERNEL=7.3),
-# or KERNEL="6.12 7.3" for both. (7.3 is not in the default yet: on it, Debian's perf 6.1,
-# cfi-vs-perf.tc's reference, cannot unwind out of the vDSO; see linux-7.3.rst.)
+# or KERNEL="6.12 7.3" for both. (7.3 is not in the default yet: on it, perf cannot write
+# cfi-vs-perf.tc's perf.data to the 9p share; see linux-7.3.rst.)
 kernels=${KERNEL:-6.12}
 out=$REPO/out/check-$flavour$suffix
 mkdir -p "$out"
