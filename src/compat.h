@@ -13,7 +13,6 @@
 
 #include <linux/build_bug.h>
 #include <linux/ring_buffer.h>
-#include <linux/version.h>
 
 /*
  * <linux/unwind_deferred.h>: from 6.17 the kernel has a header of that name for its own
