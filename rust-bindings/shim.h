@@ -165,6 +165,16 @@ unsigned long ud_rs_unwinder_stats(char *buf, unsigned long len);
 int ud_rs_parse_bool_option(const char *buf, unsigned long len);
 unsigned int ud_rs_fold_file_hash(ud_u64 hash);
 /*
+ * Whether a cookie reserved at @reserved (its struct ring_buffer_event) follows the event
+ * whose data is at @entry, in a buffer of @subbuf_size-byte sub-buffers with
+ * @subbuf_header-byte headers; @before and @after are the word at the event's end before
+ * and after the reservation, read only if @end_readable. 0: it does not, 1: it does,
+ * 2: cannot be told (src/core/cookie_placement.rs).
+ */
+int ud_rs_cookie_follows_event(ud_u64 subbuf_size, ud_u64 subbuf_header, ud_u64 entry,
+			       ud_u64 reserved, bool end_readable, unsigned int before,
+			       unsigned int after);
+/*
  * Resolves @nr user addresses @frames into file offsets and hashes (the arrays of a
  * user_unwind_stack event), calling back ud_stack_lookup() when a frame leaves the previous
  * frame's mapping and ud_stack_file_run() when a run of frames in a file starts.

@@ -26,6 +26,10 @@ fn rust_functions_match_their_c_declarations() {
         ftrace::ud_rs_parse_bool_option,
     );
     same::<unsafe extern "C" fn(_) -> _>(ffi::ud_rs_fold_file_hash, ftrace::ud_rs_fold_file_hash);
+    same::<unsafe extern "C" fn(_, _, _, _, _, _, _) -> _>(
+        ffi::ud_rs_cookie_follows_event,
+        ftrace::ud_rs_cookie_follows_event,
+    );
     same::<unsafe extern "C" fn(_, _, _, _, _)>(
         ffi::ud_rs_resolve_stack,
         ftrace::ud_rs_resolve_stack,

@@ -10,6 +10,7 @@ use core::ffi::c_void;
 use crate::ffi;
 use crate::logic::file_cache::FileCache;
 use crate::logic::resolve::{resolve, AddressSpace, Mapping};
+use crate::logic::cookie_placement::Placement;
 use crate::logic::{file_id, option};
 
 /// Parses a write to `options/userstacktrace_delay`: 0 or 1, or -EINVAL.
@@ -31,6 +32,28 @@ pub(crate) unsafe extern "C" fn ud_rs_parse_bool_option(buf: *const u8, len: usi
 #[no_mangle]
 pub(crate) extern "C" fn ud_rs_fold_file_hash(hash: u64) -> u32 {
     file_id::fold_file_hash(hash)
+}
+
+/// Whether a cookie reserved from the ftrace export follows the event (see
+/// [`Placement`]): the `Follows` value as an integer.
+#[no_mangle]
+pub(crate) extern "C" fn ud_rs_cookie_follows_event(
+    subbuf_size: u64,
+    subbuf_header: u64,
+    entry: u64,
+    reserved: u64,
+    end_readable: bool,
+    before: u32,
+    after: u32,
+) -> i32 {
+    let placement = Placement {
+        subbuf_size,
+        subbuf_header,
+        entry,
+        reserved,
+        end_word: end_readable.then_some((before, after)),
+    };
+    placement.follows() as i32
 }
 
 /// The address space of a stack being resolved: src/ftrace/stack.c's callbacks with their

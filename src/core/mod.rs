@@ -9,6 +9,7 @@
 
 pub mod cfi;
 pub mod cookie;
+pub mod cookie_placement;
 pub mod file_cache;
 pub mod file_id;
 pub mod option;

@@ -156,13 +156,9 @@ struct kretprobe ud_commit_probe = {
  * had no room left moves on to the next one (as its next event would have).
  */
 
+/* ud_rs_cookie_follows_event()'s answers (enum Follows in src/core/cookie_placement.rs). */
 enum ud_follows { UD_NOT_AFTER, UD_AFTER, UD_UNSURE };
-
-static bool ud_is_padding(u32 header)
-{
-	/* struct ring_buffer_event: type_len is the low 5 bits of the first word. */
-	return (header & 0x1f) == RINGBUF_TYPE_PADDING;
-}
+static_assert(RINGBUF_TYPE_PADDING == 29);	/* cookie_placement::RINGBUF_TYPE_PADDING */
 
 /*
  * Whether @reserved, just reserved in @buffer, comes right after the event whose data is
@@ -172,21 +168,11 @@ static enum ud_follows ud_follows_event(struct trace_buffer *buffer, unsigned lo
 					unsigned long end, bool end_readable, u32 before,
 					const struct ring_buffer_event *reserved)
 {
-	unsigned long mask = ~((unsigned long)ring_buffer_subbuf_size_get(buffer) - 1);
-	unsigned long at = (unsigned long)reserved;
-	u32 after;
+	u32 after = end_readable ? READ_ONCE(*(const u32 *)end) : 0;
 
-	/* On the event's sub-buffer: sub-buffers are not shared, this is the event's buffer. */
-	if ((at & mask) == (entry & mask))
-		return UD_AFTER;
-	if (at != (at & mask) + UD_SUBBUF_HDR_SIZE)
-		return UD_NOT_AFTER;
-	if (!end_readable)
-		return UD_UNSURE;
-	after = READ_ONCE(*(const u32 *)end);
-	if (!ud_is_padding(after))
-		return UD_NOT_AFTER;
-	return after != before ? UD_AFTER : UD_UNSURE;
+	return ud_rs_cookie_follows_event(ring_buffer_subbuf_size_get(buffer),
+					  UD_SUBBUF_HDR_SIZE, entry, (unsigned long)reserved,
+					  end_readable, before, after);
 }
 
 static void ud_export_write(struct trace_export *export, const void *entry, unsigned int size)

@@ -84,3 +84,79 @@ fn hashes_sharing_a_set_do_not_evict_each_other() {
         assert!(!c.use_hash(b));
     }
 }
+
+mod cookie_placement {
+    use unwind_core::cookie_placement::{Follows, Placement, RINGBUF_TYPE_PADDING};
+
+    const SUBBUF: u64 = 4096;
+    const HEADER: u64 = 16;
+    const BASE: u64 = 0xffff_8880_0100_0000;
+
+    fn at(entry: u64, reserved: u64, end_word: Option<(u32, u32)>) -> Follows {
+        Placement {
+            subbuf_size: SUBBUF,
+            subbuf_header: HEADER,
+            entry,
+            reserved,
+            end_word,
+        }
+        .follows()
+    }
+
+    /// A padding header with some length bits above type_len.
+    const PAD: u32 = RINGBUF_TYPE_PADDING | (7 << 5);
+
+    #[test]
+    fn same_subbuffer_is_the_events_buffer() {
+        assert_eq!(at(BASE + 100, BASE + 140, None), Follows::After);
+        assert_eq!(
+            at(BASE + 100, BASE + SUBBUF - 8, Some((0, 0))),
+            Follows::After
+        );
+    }
+
+    #[test]
+    fn elsewhere_in_another_subbuffer_is_not() {
+        // Another buffer's sub-buffer, past its first event.
+        assert_eq!(
+            at(BASE + 100, BASE + 5 * SUBBUF + 64, Some((0, PAD))),
+            Follows::NotAfter
+        );
+        // Its very start (before the header) is no reservation after a header either.
+        assert_eq!(
+            at(BASE + 100, BASE + 5 * SUBBUF, Some((0, PAD))),
+            Follows::NotAfter
+        );
+    }
+
+    #[test]
+    fn start_of_a_subbuffer_needs_a_fresh_padding_header_at_the_events_end() {
+        let next = BASE + 9 * SUBBUF + HEADER;
+        // The event's sub-buffer was just padded: the cookie went to the next sub-buffer.
+        assert_eq!(
+            at(BASE + 100, next, Some((0x1234_5678, PAD))),
+            Follows::After
+        );
+        // No padding at the event's end: another buffer's first event.
+        assert_eq!(at(BASE + 100, next, Some((0, 5))), Follows::NotAfter);
+        assert_eq!(at(BASE + 100, next, Some((PAD, 0))), Follows::NotAfter);
+        // Padding there from an earlier lap: cannot tell.
+        assert_eq!(at(BASE + 100, next, Some((PAD, PAD))), Follows::Unsure);
+        // The event ends at a page boundary: the word cannot be read.
+        assert_eq!(at(BASE + 100, next, None), Follows::Unsure);
+    }
+
+    #[test]
+    fn a_size_that_is_not_a_power_of_two_decides_nothing() {
+        for size in [0, 3000, 4097] {
+            let p = Placement {
+                subbuf_size: size,
+                subbuf_header: HEADER,
+                entry: BASE + 100,
+                reserved: BASE + 140,
+                end_word: Some((0, PAD)),
+            };
+            assert_eq!(p.follows(), Follows::Unsure, "size {size}");
+        }
+    }
+}
