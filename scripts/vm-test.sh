@@ -5,7 +5,11 @@
 # run the guest suite (tests/run-guest.sh) in it.
 #
 #   scripts/vm-test.sh --kernel KDIR [--timeout SECONDS] [--cpus N] [--out DIR] [--icount]
-#                      [TEST.tc ...]
+#                      [--ftracetest FTRACETEST] [TEST.tc ...]
+#
+# With --ftracetest the tests run through that ftracetest (the kernel tree's
+# tools/testing/selftests/ftrace/ftracetest: tests/run-ftracetest.sh) instead of the
+# project's runner.
 #
 # The guest sees the host's root filesystem read-only (so the repository, the module and the
 # test programs) and OUT read-write. Its output comes back on stdout and into OUT/vm.log; the
@@ -21,7 +25,7 @@
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-kdir= timeout=900 cpus=2 out=$REPO/out/vm memory=2G icount=
+kdir= timeout=900 cpus=2 out=$REPO/out/vm memory=2G icount= runner=$REPO/tests/run-guest.sh
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kdir=$2; shift 2 ;;
@@ -30,6 +34,11 @@ while [ $# -gt 0 ]; do
 	--memory) memory=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--icount) icount=1; shift ;;
+	--ftracetest)
+		[ -f "$2" ] || { echo "vm-test: no ftracetest at $2" >&2; exit 2; }
+		UD_FTRACETEST=$(realpath "$2") runner=$REPO/tests/run-ftracetest.sh
+		export UD_FTRACETEST # (reaches the guest with the other UD_* variables)
+		shift 2 ;;
 	--) shift; break ;;
 	-*) echo "vm-test: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
@@ -59,7 +68,7 @@ timeout --kill-after=15 "$timeout" \
 	vng --run "$image" --disable-kvm --user root --cpus "$cpus" --memory "$memory" \
 	--rwdir="$out" --qemu-opts="-qmp unix:$qmp,server=on,wait=off ${icount:+-icount shift=0,sleep=off}" \
 	--append "panic_on_warn=0 oops=panic panic=-1 nmi_watchdog=0" \
-	--exec "$guest_env UD_OUT=$out $REPO/tests/run-guest.sh ${tests[*]}" </dev/null 2>&1 | tee "$out/vm.log"
+	--exec "$guest_env UD_OUT=$out $runner ${tests[*]}" </dev/null 2>&1 | tee "$out/vm.log"
 rc=${PIPESTATUS[0]}
 
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/vm.log" | tail -1)

@@ -1,9 +1,35 @@
 # SPDX-License-Identifier: GPL-2.0
-# Helpers for the .tc tests (sourced). The runner exports UD_KO, UD_CLIENT_KO, UD_BIN,
-# UD_OUT, TRACING, and runs each test with the tracing directory as cwd under `bash -e`.
+# Helpers for the .tc tests (sourced). The tests are ftracetest scripts in POSIX sh, run with
+# the tracing directory as cwd under `sh -e`: by tests/run-guest.sh (the project's runner,
+# which exports UD_RUNNER and the UD_* paths) or by the kernel's own
+# tools/testing/selftests/ftrace/ftracetest, which needs only UD_REPO exported (the
+# repository, built); the rest has defaults here.
+: "${UD_KO:=$UD_REPO/unwind_deferred.ko}"
+: "${UD_CLIENT_KO:=$UD_REPO/tests/client/unwind_test_client.ko}"
+: "${UD_BIN:=$UD_REPO/tests/bin}"
+: "${UD_OUT:=${TMPDIR:-/tmp}}" # ftracetest gives each test its own TMPDIR
+: "${TRACING:=$(pwd)}"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
-skip() { echo "SKIP: $*" >&2; exit 4; }
+# Unsupported: the project's runner reads exit status 4; ftracetest wants exit_unsupported.
+skip() {
+	echo "SKIP: $*" >&2
+	if command -v exit_unsupported > /dev/null 2>&1; then exit_unsupported; fi
+	exit 4
+}
+# read_into "A B ..." CMD...: run CMD and give the words of its output line to A, B, ...
+# (bash's `read A B < <(CMD)`, but a failing CMD fails the test).
+read_into() {
+	local names out
+	names=$1
+	shift
+	out=$("$@")
+	read -r $names <<EOF
+$out
+EOF
+}
+# now: seconds since boot (POSIX sh has no $SECONDS).
+now() { cut -d. -f1 /proc/uptime; }
 # assert_eq ACTUAL EXPECTED WHAT
 assert_eq() { [ "$1" = "$2" ] || fail "$3: got '$1', want '$2'"; }
 
@@ -26,3 +52,17 @@ perf_local() { mkdir -p "$UD_PERF_TMP/buildid" && perf --buildid-dir "$UD_PERF_T
 # The module's debugfs counters ("name: value" lines): the core's and the tracer's.
 UD_DEBUGFS=/sys/kernel/debug/unwind_deferred
 counter() { awk -v k="$1" '$1 == k ":" { print $2 }' $UD_DEBUGFS/stats $UD_DEBUGFS/ftrace; }
+
+# Every test starts with the module freshly loaded and no tracing instance.
+# tests/run-guest.sh loads the module before each test and, after it, unloads it and removes
+# the instances; under ftracetest, which does neither (its initialize_ftrace resets the top
+# level only), the test does it here: a previous test may have left a parameter or an
+# option changed, or, failing, an instance that the next one creates again.
+grep -q '^debugfs ' /proc/mounts || mount -t debugfs nodev /sys/kernel/debug
+if [ -z "${UD_RUNNER:-}" ]; then
+	for d in instances/*/; do
+		[ -d "$d" ] && rmdir "$d"
+	done
+	if grep -q '^unwind_deferred ' /proc/modules; then unload_module; fi
+fi
+load_module

@@ -6,10 +6,11 @@
 #   run-guest.sh [TEST.tc ...]      (default: every tests/**/*.tc whose file name is not
 #                                    UD_EXCLUDE, a find -name pattern, e.g. UD_EXCLUDE='bench-*.tc')
 #
-# Each test is a shell script with "# description:" and optional "# requires:" headers
-# (tracefs files relative to the tracing directory, or "module:NAME" / "program:NAME"),
-# and an optional "# timeout: SECONDS" (default 300).
-# The runner loads the module before each test (so "requires" can name its files), runs the
+# Each test is an ftracetest script (POSIX sh) with "# description:" and optional
+# "# requires:" headers in ftracetest's forms (tracefs files relative to the tracing
+# directory, "NAME:program", "NAME:tracer", "PATTERN:README"; never a file of the module:
+# ftracetest checks them before the test loads it), and an optional "# timeout: SECONDS"
+# (default 300). The runner loads the module before each test, runs the
 # test with the tracing directory as cwd and a timeout, then resets tracing, unloads the
 # modules and reads dmesg: any kernel warning, BUG, oops, lockdep, KASAN or kmemleak report
 # that appeared during the test fails it. Output is KTAP; the last line is
@@ -24,6 +25,7 @@ export UD_KO=${UD_KO:-$REPO/unwind_deferred.ko}
 export UD_CLIENT_KO=${UD_CLIENT_KO:-$REPO/tests/client/unwind_test_client.ko}
 export UD_BIN=${UD_BIN:-$REPO/tests/bin}
 export UD_OUT=${UD_OUT:-/tmp}
+export UD_RUNNER=1 # tests/lib.sh: the runner loads and unloads the module around each test
 TEST_TIMEOUT=300 # per test; a "# timeout: N" header or UD_TEST_TIMEOUT overrides it, and
 		 # UD_TIMEOUT_SCALE multiplies it (slow kernels: the debug one)
 
@@ -66,8 +68,9 @@ check_requires() {
 	local req
 	for req in $(sed -n 's/^# requires: *//p' "$1"); do
 		case $req in
-		module:*) grep -q "^${req#module:} " /proc/modules || { echo "module ${req#module:}"; return 1; } ;;
-		program:*) command -v "${req#program:}" >/dev/null || { echo "program ${req#program:}"; return 1; } ;;
+		*:program) command -v "${req%:program}" >/dev/null || { echo "program ${req%:program}"; return 1; } ;;
+		*:tracer) grep -qw "${req%:tracer}" $TRACING/available_tracers || { echo "tracer ${req%:tracer}"; return 1; } ;;
+		*:README) grep -Fq "${req%:README}" $TRACING/README || { echo "README ${req%:README}"; return 1; } ;;
 		*) [ -e "$TRACING/$req" ] || { echo "$req"; return 1; } ;;
 		esac
 	done
@@ -94,7 +97,7 @@ for t in "$@"; do
 	elif missing=$(check_requires "$t"); then
 		limit=$(sed -n 's/^# timeout: *\([0-9]*\).*/\1/p' "$t" | head -1)
 		limit=$((${UD_TEST_TIMEOUT:-${limit:-$TEST_TIMEOUT}} * ${UD_TIMEOUT_SCALE:-1}))
-		(cd $TRACING && timeout -k 5 "$limit" bash -e "$t") >>"$log" 2>&1
+		(cd $TRACING && timeout -k 5 "$limit" sh -e "$t") >>"$log" 2>&1
 		status=$?
 		[ $status = 124 ] && echo "timed out after ${limit}s" >>"$log"
 	else
@@ -126,7 +129,7 @@ for t in "$@"; do
 	secs=$(echo "$(date +%s.%N) - $start" | bc)
 	case $status in
 	0) echo "ok $n $name - $desc # time=${secs%???????}s"; passed=$((passed + 1)) ;;
-	4) echo "ok $n $name - $desc # SKIP $(tail -1 "$log")"; skipped=$((skipped + 1)) ;;
+	4) echo "ok $n $name - $desc # SKIP $(tail -1 "$log" | sed 's/^SKIP: //')"; skipped=$((skipped + 1)) ;;
 	*) echo "not ok $n $name - $desc # exit=$status"; failed=$((failed + 1))
 	   sed 's/^/#   /' "$log" | tail -60 ;;
 	esac

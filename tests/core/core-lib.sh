@@ -17,10 +17,11 @@ bit_of() { awk -v k="$1" '$1 == "callbacks" && $2 == k { sub("bit=", "", $4); pr
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 # wait_until SECONDS CMD...: poll until CMD succeeds; fails the test on timeout.
 wait_until() {
-	local end=$((SECONDS + $1))
+	local end
+	end=$(($(now) + $1))
 	shift
 	until "$@"; do
-		[ $SECONDS -lt $end ] || fail "timed out waiting for: $*"
+		[ "$(now)" -lt $end ] || fail "timed out waiting for: $*"
 		sleep 0.1
 	done
 }
@@ -38,7 +39,8 @@ rmmod_retry() {
 	fail "cannot unload $1"
 }
 reload_cycles() {
-	local c n start=$SECONDS
+	local c n start
+	start=$(now)
 	CALLBACKS_SEEN=0
 	for c in $(seq "$1"); do
 		grep -q '^unwind_deferred ' /proc/modules || insmod "$UD_KO"
@@ -51,7 +53,7 @@ reload_cycles() {
 		[ "$n" -gt 0 ] && CALLBACKS_SEEN=$((CALLBACKS_SEEN + 1))
 		rmmod_retry unwind_test_client
 		rmmod_retry unwind_deferred
-		[ $((c % 20)) != 0 ] || echo "cycle $c at $((SECONDS - start)) s"
+		[ $((c % 20)) != 0 ] || echo "cycle $c at $(($(now) - start)) s"
 	done
 	return 0
 }

@@ -6,7 +6,8 @@ USTRESS=$UD_BIN/ustress
 
 # ft_start DIR EVENT...: clear DIR (a tracing dir), enable the option and EVENTs, tracing on.
 ft_start() {
-	local dir=$1 ev
+	local dir ev
+	dir=$1
 	shift
 	echo 0 > "$dir/tracing_on"
 	echo > "$dir/trace"
@@ -33,22 +34,21 @@ stacks_of() {
 
 # func_at ELF FILE_OFFSET: the function whose code holds FILE_OFFSET (via PT_LOAD + nm).
 func_at() {
-	local elf=$1 off=$(($2)) o v s vaddr= a z t name
-	while read -r o v s; do
-		if ((off >= 16#$o && off < 16#$o + 16#$s)); then
-			vaddr=$((16#$v + off - 16#$o))
-			break
-		fi
-	done < <(readelf -lW "$elf" | awk '$1 == "LOAD" { print $2, $3, $5 }' | sed 's/0x//g')
-	[ -n "$vaddr" ] || { echo "?"; return; }
-	while read -r a z t name; do
-		case $t in t | T) ;; *) continue ;; esac
-		if ((vaddr >= 16#$a && vaddr < 16#$a + 16#$z)); then
-			echo "$name"
-			return
-		fi
-	done < <(nm -S --defined-only "$elf")
-	echo "?"
+	{ readelf -lW "$1"; echo "--- symbols"; nm -S --defined-only "$1"; } | awk -v off=$(($2)) '
+	function hex(s,  i, n) { # mawk has no strtonum
+		n = 0; s = tolower(s); sub(/^0x/, "", s)
+		for (i = 1; i <= length(s); i++) n = n * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
+		return n
+	}
+	$0 == "--- symbols" { syms = 1; next }
+	!syms && $1 == "LOAD" && vaddr == "" {
+		o = hex($2); z = hex($5)
+		if (off >= o && off < o + z) vaddr = hex($3) + off - o
+	}
+	syms && vaddr != "" && ($3 == "t" || $3 == "T") && vaddr >= hex($1) && vaddr < hex($1) + hex($2) {
+		name = $4; exit
+	}
+	END { print (name == "" ? "?" : name) }'
 }
 
 build_id_of() { readelf -n "$1" | awk '/Build ID/ { print $3 }'; }
