@@ -27,8 +27,8 @@ use kernel::sync::Mutex;
 
 use crate::ffi;
 use crate::logic::cfi::{
-    self, elf, modules, Lookup, Mode, ModuleInfo, Regs, Row, RowCache, RowStore,
-    UnwindInfoSource, UnwindMemory, WalkParams,
+    self, elf, modules, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, Regs, Row, RowCache,
+    RowStore, UnwindInfoSource, UnwindMemory, WalkParams,
 };
 use crate::logic::task_maps::{Stamp, TaskMaps};
 use crate::logic::walker::{self, UserRegs, Windowed, WordReader};
@@ -53,6 +53,9 @@ pub(crate) struct StackCache {
     entries: [u64; MAX_ENTRIES],
     /// Where the unwind information of the task's recent mappings is (see [`TaskMaps`]).
     maps: TaskMaps,
+    /// The rows of the code the task runs most (in front of the per-CPU row caches, which
+    /// each lookup must reach with preemption off; all-zero bytes: empty).
+    hot: HotRows,
 }
 
 // A kmalloc bucket of 8 KiB at most.
@@ -189,14 +192,12 @@ impl Drop for Vma {
 
 /// Where the unwind information of each PC of the current task is: the mapping of the PC,
 /// then its file's summary (read once per file). Answers are kept in the task's
-/// [`TaskMaps`] (across kernel entries, while the address space does not change), and the
-/// last one for the walk.
+/// [`TaskMaps`] (across kernel entries, while the address space does not change); the walk
+/// keeps the last one.
 struct TaskModules<'a> {
     caches: &'a UnwindCaches,
     /// The task's cache of mappings, if its address space could be stamped.
     maps: Option<&'a mut TaskMaps>,
-    /// `(start, end, answer)` of the last mapping looked up.
-    last: Option<(u64, u64, Lookup)>,
 }
 
 impl TaskModules<'_> {
@@ -260,32 +261,25 @@ impl TaskModules<'_> {
 }
 
 impl UnwindInfoSource for TaskModules<'_> {
-    fn find(&mut self, pc: u64) -> Lookup {
-        if let Some((start, end, answer)) = self.last {
-            if start <= pc && pc < end {
-                return answer;
-            }
-        }
-        if let Some((start, end, answer)) = self.maps.as_mut().and_then(|maps| maps.find(pc)) {
+    fn find(&mut self, pc: u64) -> Located {
+        if let Some((start, end, lookup)) = self.maps.as_mut().and_then(|maps| maps.find(pc)) {
             add_unwinder(UnwinderCounter::maps_cached, 1);
-            self.last = Some((start, end, answer));
-            return answer;
+            return Located { start, end, lookup };
         }
         add_unwinder(UnwinderCounter::maps_looked_up, 1);
-        let (start, end, answer) = self.look_up(pc);
-        self.last = Some((start, end, answer));
+        let (start, end, lookup) = self.look_up(pc);
         // (An address in no mapping is not kept: it is a broken walk, not a mapping.)
-        if answer != Lookup::Unmapped {
+        if lookup != Lookup::Unmapped {
             if let Some(maps) = self.maps.as_mut() {
-                maps.keep(start, end, answer);
+                maps.keep(start, end, lookup);
             }
         }
-        answer
+        Located { start, end, lookup }
     }
 }
 
 /// Walks the current task's user stack into `out`: how many entries were written.
-fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps) -> usize {
+fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot: &mut HotRows) -> usize {
     // SAFETY: reads a constant.
     let user_end = unsafe { ffi::ud_user_end() };
     let page = kernel::page::PAGE_SIZE as u64;
@@ -320,11 +314,12 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps) -> 
     } else {
         None
     };
-    let mut modules = TaskModules { caches, maps, last: None };
+    let mut modules = TaskModules { caches, maps };
+    let mut rows = Layered { hot, shared: PerCpuRows(caches) };
     let r = cfi::walk(
         &mut CurrentUserMemory,
         &mut modules,
-        &mut PerCpuRows(caches),
+        &mut rows,
         &Regs::all_known(values),
         &params,
         out,
@@ -354,8 +349,9 @@ pub(crate) fn current_stack(entry: &TaskEntry, caches: &UnwindCaches) -> (*mut u
             bump(Counter::err_nomem);
             return (core::ptr::null_mut(), 0);
         }
-        // SAFETY: `cache` is a fresh allocation of a StackCache; zeroed integers are valid,
-        // the mapping cache is written before any reference to the whole is made.
+        // SAFETY: `cache` is a fresh allocation of a StackCache; zeroed integers and zeroed
+        // hot rows are valid, the mapping cache is written before any reference to the
+        // whole is made.
         unsafe { core::ptr::addr_of_mut!((*cache).maps).write(TaskMaps::new()) };
         entry.cache.store(cache, Ordering::Release);
     }
@@ -369,7 +365,7 @@ pub(crate) fn current_stack(entry: &TaskEntry, caches: &UnwindCaches) -> (*mut u
     }
     // SAFETY: plain reads of current's state.
     let nr = if unsafe { ffi::ud_current_has_mm() } {
-        walk_current(caches, &mut cache.entries, &mut cache.maps)
+        walk_current(caches, &mut cache.entries, &mut cache.maps, &mut cache.hot)
     } else {
         0 // exit_mm() already ran: the task exits with a pending request.
     };

@@ -209,6 +209,21 @@ pub trait RowStore {
     fn store(&mut self, module: u64, rel_pc: u64, row: &Row);
 }
 
+impl<S: RowStore + ?Sized> RowStore for &mut S {
+    #[inline(always)]
+    fn lookup(&mut self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+        (**self).lookup(module, rel_pc)
+    }
+
+    fn lookup_full(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool {
+        (**self).lookup_full(module, rel_pc, out)
+    }
+
+    fn store(&mut self, module: u64, rel_pc: u64, row: &Row) {
+        (**self).store(module, rel_pc, row);
+    }
+}
+
 impl RowStore for RowCache {
     #[inline]
     fn lookup(&mut self, module: u64, rel_pc: u64) -> Option<CompactRow> {
@@ -233,5 +248,94 @@ impl RowStore for RowCache {
 impl Default for RowCache {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Entries of a [`HotRows`] (a power of two): 1.25 KiB.
+pub const HOT_ROWS: usize = 32;
+const HOT_INDEX_BITS: u32 = HOT_ROWS.trailing_zeros();
+const _: () = assert!(HOT_ROWS.is_power_of_two() && HOT_INDEX_BITS > 0);
+
+/// A small direct-mapped cache of compact rows owned by one task, in front of the shared
+/// [`RowCache`]: the rows of the code a task runs again and again (a deep recursion repeats
+/// one return address at every frame). Only its task reads or writes it, so, unlike the
+/// module's per-CPU row caches, a lookup needs no preemption guard. All-zero bytes are an
+/// empty one (as for [`RowCache`]).
+pub struct HotRows {
+    entries: [Entry; HOT_ROWS],
+}
+
+impl HotRows {
+    /// An empty cache.
+    pub const fn new() -> Self {
+        Self {
+            entries: [EMPTY_ENTRY; HOT_ROWS],
+        }
+    }
+
+    #[inline(always)]
+    fn slot_of(module: u64, rel_pc: u64) -> usize {
+        let h = (rel_pc ^ module.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h.wrapping_shr(64 - HOT_INDEX_BITS) as usize
+    }
+
+    /// The compact row of `rel_pc` in `module`, if this cache has it.
+    #[inline(always)]
+    pub fn find(&self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+        let e = self.entries.get(Self::slot_of(module, rel_pc))?;
+        (e.module == module && e.rel_pc == rel_pc && e.row.is_row()).then_some(e.row)
+    }
+
+    /// Keeps `row` (a compact row; anything else is not kept) for `rel_pc` in `module`.
+    #[inline]
+    pub fn insert(&mut self, module: u64, rel_pc: u64, row: CompactRow) {
+        if !row.is_row() {
+            return;
+        }
+        if let Some(e) = self.entries.get_mut(Self::slot_of(module, rel_pc)) {
+            *e = Entry {
+                module,
+                rel_pc,
+                row,
+            };
+        }
+    }
+}
+
+impl Default for HotRows {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A task's [`HotRows`] in front of a shared store: a compact row found in the shared store
+/// (or computed) is kept in the hot rows too.
+pub struct Layered<'a, S: RowStore> {
+    /// The task's own rows.
+    pub hot: &'a mut HotRows,
+    /// The shared store behind them.
+    pub shared: S,
+}
+
+impl<S: RowStore> RowStore for Layered<'_, S> {
+    #[inline(always)]
+    fn lookup(&mut self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+        if let Some(row) = self.hot.find(module, rel_pc) {
+            return Some(row);
+        }
+        let row = self.shared.lookup(module, rel_pc)?;
+        self.hot.insert(module, rel_pc, row);
+        Some(row)
+    }
+
+    fn lookup_full(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool {
+        self.shared.lookup_full(module, rel_pc, out)
+    }
+
+    fn store(&mut self, module: u64, rel_pc: u64, row: &Row) {
+        self.shared.store(module, rel_pc, row);
+        if let Some(compact) = CompactRow::from_row(row) {
+            self.hot.insert(module, rel_pc, compact);
+        }
     }
 }

@@ -25,6 +25,7 @@ pub const SLOTS: usize = 8;
 /// The register of each slot, in register order (the order [`super::step::step`] reads
 /// them in, so that the first failing read is the same).
 pub const SLOT_REGS: [u16; SLOTS] = [RBX, RBP, RSP, R12, R13, R14, R15, RA];
+const RBP_SLOT: usize = 1;
 const RSP_SLOT: usize = 2;
 const RA_SLOT: usize = 7;
 
@@ -37,6 +38,10 @@ const F_RA_SAME: u8 = 2;
 const F_SP_CFA: u8 = 4;
 /// `%rsp` is `same_value`.
 const F_SP_SAME: u8 = 8;
+/// The row of a frame-pointer frame, the most common one of compiled code: CFA = `%rbp` +
+/// 16, the caller's `%rbp` at CFA − 16 and the return address at CFA − 8 (a frame record),
+/// nothing else saved or forgotten, and the caller's `%rsp` the CFA.
+const F_RECORD: u8 = 16;
 
 const TAG_EMPTY: u8 = 0;
 const TAG_ROW: u8 = 1;
@@ -167,6 +172,17 @@ impl CompactRow {
             c.lo = lo as i8;
             c.span = u8::try_from(hi - lo + 1).unwrap_or(0);
         }
+        let record_slots = (1 << RBP_SLOT) | (1 << RA_SLOT);
+        if c.cfa_reg == RBP as u8
+            && c.cfa_offset == 16
+            && c.saved == record_slots
+            && c.forget == 0
+            && c.flags == F_SP_CFA
+            && c.offsets.get(RBP_SLOT) == Some(&-2)
+            && c.offsets.get(RA_SLOT) == Some(&-1)
+        {
+            c.flags |= F_RECORD;
+        }
         // INVARIANT: cfa_reg < REG_COUNT; a slot is saved, forgotten or neither; set, lo
         // and span as documented.
         Some(c)
@@ -176,6 +192,19 @@ impl CompactRow {
     #[inline]
     pub fn is_row(&self) -> bool {
         self.tag == TAG_ROW
+    }
+
+    /// Whether this is the row of a frame-pointer frame (see `F_RECORD`): its step is the
+    /// frame-pointer step, keeping what CFI knows of the other callee-saved registers.
+    #[inline(always)]
+    pub fn is_frame_record(&self) -> bool {
+        self.flags & F_RECORD != 0
+    }
+
+    /// The registers the step of this row sets.
+    #[inline(always)]
+    pub fn sets(&self) -> u32 {
+        self.set
     }
 
     /// Whether this is the mark of a row without a compact form.

@@ -44,7 +44,7 @@ pub mod unwinder;
 
 // The API in one place (the module uses a part of it: no warning for the rest).
 #[allow(unused_imports)]
-pub use cache::{RowCache, RowStore, ROW_CACHE_ENTRIES};
+pub use cache::{HotRows, Layered, RowCache, RowStore, HOT_ROWS, ROW_CACHE_ENTRIES};
 #[allow(unused_imports)]
 pub use compact::CompactRow;
 #[allow(unused_imports)]
@@ -57,8 +57,8 @@ pub use regs::Regs;
 pub use row::Row;
 #[allow(unused_imports)]
 pub use unwinder::{
-    walk, Lookup, Mode, ModuleInfo, Stop, UnwindInfoSource, Unwinder, WalkParams, WalkResult,
-    WalkStats,
+    walk, Located, Lookup, Mode, ModuleInfo, Stop, UnwindInfoSource, Unwinder, WalkParams,
+    WalkResult, WalkStats,
 };
 
 /// Why a piece of unwind information, an expression or a frame was rejected.

@@ -30,7 +30,7 @@ use super::eh_frame::parse_fde;
 use super::eh_frame_hdr;
 use super::interp::row_for_pc_into;
 use super::memory::{ReadAhead, StackWindow, UnwindMemory, MAX_BYTES_PER_WALK};
-use super::regs::{Regs, RA, RBP, RSP};
+use super::regs::{Regs, NORMAL_FRAME_MASK, RA, RBP, RSP};
 use super::row::Row;
 use super::{Error, Invalid, Unsupported};
 // Relative: the module includes these files as `crate::logic`, the host crate as its root.
@@ -80,11 +80,49 @@ pub enum Lookup {
     Module(ModuleInfo),
 }
 
+/// What an [`UnwindInfoSource`] knows about a PC, and the addresses it knows it for: the
+/// mapping that holds the PC (or the PC alone, if none does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Located {
+    /// The first address of the range.
+    pub start: u64,
+    /// The end of the range (excluded).
+    pub end: u64,
+    /// Where the unwind information of every address of `start..end` is.
+    pub lookup: Lookup,
+}
+
+impl Located {
+    /// Nothing known (an empty range).
+    pub const NOTHING: Located = Located {
+        start: 0,
+        end: 0,
+        lookup: Lookup::Unmapped,
+    };
+
+    /// What is known of the PC `pc` alone (no mapping holds it, or none is known).
+    pub const fn at(pc: u64, lookup: Lookup) -> Located {
+        Located {
+            start: pc,
+            end: pc.wrapping_add(1),
+            lookup,
+        }
+    }
+
+    /// Whether `pc` lies in the range.
+    #[inline(always)]
+    pub fn holds(&self, pc: u64) -> bool {
+        self.start <= pc && pc < self.end
+    }
+}
+
 /// Finds the unwind information of a PC (the module: `find_vma`, then the file's cached
 /// ELF summary).
 pub trait UnwindInfoSource {
-    /// Where the unwind information of `pc` is.
-    fn find(&mut self, pc: u64) -> Lookup;
+    /// Where the unwind information of `pc` is, and for which range of addresses around it
+    /// the answer holds: a walk asks again only for a PC outside it (most frames of a stack
+    /// lie in the mapping of the frame before).
+    fn find(&mut self, pc: u64) -> Located;
 }
 
 /// The parameters of a walk.
@@ -273,6 +311,8 @@ pub struct Unwinder<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> {
     /// Reads the stack.
     stack: StackWindow,
     source: &'a mut S,
+    /// The last answer of `source`, and the range it holds for.
+    located: Located,
     cache: &'a mut C,
     regs: Regs,
     /// Whether `regs`' IP is exact (the first frame, or interrupted by a signal) rather than
@@ -308,6 +348,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             mem: ReadAhead::new(mem, params.page_size, params.user_end, params.byte_budget),
             stack: StackWindow::new(),
             source,
+            located: Located::NOTHING,
             cache,
             regs,
             exact: true,
@@ -364,22 +405,25 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         let stepped = match self.mode {
             Mode::Fp => self.fp_step(sp),
             Mode::Auto | Mode::Cfi => {
-                let lookup = self.source.find(pc);
-                if let Lookup::Module(module) = lookup {
+                if !self.located.holds(pc) {
+                    self.located = self.source.find(pc);
+                }
+                // (Only the two words the fast path needs are copied out of the answer.)
+                if let Lookup::Module(ModuleInfo { id, bias, .. }) = self.located.lookup {
                     // The fast path: a warm frame.
-                    let rel_pc = pc.wrapping_sub(module.bias);
-                    match self.cache.lookup(module.id, rel_pc) {
+                    let rel_pc = pc.wrapping_sub(bias);
+                    match self.cache.lookup(id, rel_pc) {
                         Some(row) if row.is_row() => {
                             self.stats.cache_hits = self.stats.cache_hits.saturating_add(1);
                             self.compact_step(&row, sp)
                         }
-                        cached => match self.full_step(&module, pc, rel_pc, sp, cached.is_some()) {
+                        cached => match self.full_step(pc, rel_pc, sp, cached.is_some()) {
                             Err(Error::NotFound) if self.mode == Mode::Auto => self.fp_step(sp),
                             r => r,
                         },
                     }
                 } else {
-                    self.no_row_step(lookup, sp)
+                    self.no_row_step(self.located.lookup, sp)
                 }
             }
         };
@@ -443,6 +487,11 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
     /// The step of a row in compact form: the registers are updated in place.
     #[inline(always)]
     fn compact_step(&mut self, row: &CompactRow, sp: u64) -> Result<Option<Frame>, Error> {
+        if row.is_frame_record() {
+            if let Some(r) = self.record_step(row, sp) {
+                return r;
+            }
+        }
         let cfa = row.cfa(&self.regs)?;
         let Some(cfa_at) = row.in_window(cfa, &mut self.stack, &mut self.mem) else {
             return self.compact_step_slow(row, cfa, sp);
@@ -459,6 +508,36 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             row.commit_in_window(&mut self.regs, cfa, &self.stack, cfa_at);
         }
         Ok(frame)
+    }
+
+    /// The step of a frame-pointer row ([`CompactRow::is_frame_record`]): what the general
+    /// compact step computes for it, in fewer instructions (the caller's `%rbp` and return
+    /// address are the frame record at `%rbp`, its stack pointer `%rbp + 16`; the other
+    /// callee-saved registers keep their values). `None` if the window cannot hold the
+    /// record: then the general step reads it (and fails where it fails).
+    #[inline(always)]
+    fn record_step(&mut self, row: &CompactRow, sp: u64) -> Option<Result<Option<Frame>, Error>> {
+        let Some(rbp) = self.regs.get(RBP) else {
+            return Some(Err(Error::Invalid(Invalid::UnknownRegister)));
+        };
+        let at = self.stack.hold(&mut self.mem, rbp, 16)?;
+        if at & 7 != 0 {
+            return None;
+        }
+        let (caller_rbp, ret) = (self.stack.word(at), self.stack.word(at.wrapping_add(8)));
+        let cfa = rbp.wrapping_add(16);
+        let frame = match self.accept(sp, ret, cfa, Method::Cfi, false) {
+            Ok(frame) => frame,
+            Err(e) => return Some(Err(e)),
+        };
+        if frame.is_some() {
+            // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
+            self.regs.set_value(RBP, caller_rbp);
+            self.regs.set_value(RA, ret);
+            self.regs.set_value(RSP, cfa);
+            self.regs.update_known(NORMAL_FRAME_MASK, row.sets());
+        }
+        Some(Ok(frame))
     }
 
     /// [`Unwinder::compact_step`] when the window cannot hold the saved registers: they are
@@ -485,16 +564,20 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
     }
 
     /// The step of a row not cached in compact form: a full row from the cache (`marked`:
-    /// the cache says it has one), else computed and cached.
+    /// the cache says it has one), else computed and cached. The PC is in the module of
+    /// the last answer of the source.
     #[inline(never)]
     fn full_step(
         &mut self,
-        module: &ModuleInfo,
         pc: u64,
         rel_pc: u64,
         sp: u64,
         marked: bool,
     ) -> Result<Option<Frame>, Error> {
+        let Lookup::Module(module) = self.located.lookup else {
+            return Err(Error::NotFound);
+        };
+        let module = &module;
         let mut row = Row::EMPTY;
         if marked && self.cache.lookup_full(module.id, rel_pc, &mut row) {
             self.stats.cache_hits = self.stats.cache_hits.saturating_add(1);

@@ -302,13 +302,50 @@ fn walks_agree(
 
 #[test]
 fn walks_match_the_reference_on_libc() {
-    let Some(libc) = ElfFile::load(Path::new("/lib/x86_64-linux-gnu/libc.so.6")) else {
-        return;
+    let libc = ElfFile::load(Path::new("/lib/x86_64-linux-gnu/libc.so.6")).expect("no libc.so.6");
+    random_walks_agree(&libc, 0x150000, 0xc0_4ac9);
+}
+
+/// The same on a program built with frame pointers, whose rows are mostly frame records
+/// (the compact step's fast path for them).
+#[test]
+fn walks_match_the_reference_on_frame_pointer_code() {
+    let dir = std::env::temp_dir().join(format!("unwind-core-fp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prog = built_programs(&dir)
+        .into_iter()
+        .find(|p| p.ends_with("fns-fp"))
+        .expect("fns-fp not built");
+    let elf = ElfFile::load(&prog).unwrap();
+    let (hdr, hdr_len) = elf.eh_frame_hdr.unwrap();
+    let module = ModuleInfo {
+        id: 1,
+        bias: 0,
+        eh_frame_hdr: hdr,
+        eh_frame_hdr_len: hdr_len,
     };
+    let mut mem = elf.memory(0);
+    let records = (elf.text..elf.text + elf.text_len)
+        .filter_map(|pc| unwind_core::cfi::unwinder::compute_row(&mut mem, &module, pc).ok())
+        .filter_map(|row| CompactRow::from_row(&row))
+        .filter(|c| c.is_frame_record())
+        .count();
+    println!("{records} addresses with a frame-record row");
+    assert!(
+        records > 100,
+        "the program has no frame-record rows: the test would test nothing"
+    );
+    random_walks_agree(&elf, elf.text_len, 0xf9_0123);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Random stacks over `elf`'s first `text_len` bytes of code: [`walks_agree`] each.
+fn random_walks_agree(elf: &ElfFile, text_len: u64, seed: u64) {
+    let libc = elf;
     let (hdr, hdr_len) = libc.eh_frame_hdr.unwrap();
     let mut mem = libc.memory(0);
     let text_lo = libc.text;
-    let text_hi = text_lo + 0x150000;
+    let text_hi = text_lo + text_len;
     let mut source = MapSource::default();
     source.module(
         text_lo,
@@ -321,7 +358,7 @@ fn walks_match_the_reference_on_libc() {
         },
     );
     source.add(STACK, STACK + 0x2000, Lookup::NoInfo);
-    let mut rng = Rng(0xc0_4ac9);
+    let mut rng = Rng(seed);
     let mut cache = RowCache::new();
     let mut stops = std::collections::BTreeMap::new();
     for _ in 0..1500 {
@@ -661,4 +698,73 @@ fn stack_window_fills() {
     let mut w = StackWindow::new();
     assert!(w.u64(&mut r, 0x10_0000).is_ok());
     assert_eq!(r.bytes_read(), 8);
+}
+
+/// A task's hot rows: compact rows only, one per slot (a later PC of the same slot
+/// replaces an earlier one), misses fall through to the shared cache and fill the hot
+/// rows, and rows without a compact form stay in the shared cache alone.
+#[test]
+fn hot_rows_in_front_of_the_shared_cache() {
+    let mut compact = Row::EMPTY;
+    compact.rules.cfa = CfaRule::RegOffset {
+        reg: RBP,
+        offset: 16,
+    };
+    compact.rules.regs[RA as usize] = Rule::Offset(-8);
+    compact.rules.regs[RBP as usize] = Rule::Offset(-16);
+    let mut signal = compact;
+    signal.signal = true;
+    let c = CompactRow::from_row(&compact).unwrap();
+
+    let mut hot = HotRows::new();
+    hot.insert(7, 0x10, CompactRow::FULL);
+    hot.insert(7, 0x10, CompactRow::EMPTY);
+    assert_eq!(hot.find(7, 0x10), None, "only rows are kept");
+    // More PCs than slots: each is found right after it was kept, and at most HOT_ROWS
+    // of them at the end.
+    for pc in 0..(HOT_ROWS as u64 * 4) {
+        hot.insert(7, pc, c);
+        assert_eq!(hot.find(7, pc), Some(c));
+        assert_eq!(hot.find(8, pc), None, "another module's row");
+    }
+    let kept = (0..(HOT_ROWS as u64 * 4))
+        .filter(|&pc| hot.find(7, pc).is_some())
+        .count();
+    assert!(kept <= HOT_ROWS && kept > 0, "{kept}");
+
+    let mut hot = HotRows::new();
+    let mut shared = RowCache::new();
+    shared.insert(1, 0x100, &compact);
+    shared.insert(1, 0x200, &signal);
+    let mut l = Layered {
+        hot: &mut hot,
+        shared: &mut shared,
+    };
+    assert_eq!(l.lookup(1, 0x100), Some(c), "from the shared cache");
+    assert_eq!(l.lookup(1, 0x200), Some(CompactRow::FULL));
+    let mut out = Row::EMPTY;
+    assert!(l.lookup_full(1, 0x200, &mut out));
+    assert!(out.signal);
+    l.store(1, 0x300, &compact);
+    l.store(1, 0x400, &signal);
+    assert_eq!(hot.find(1, 0x100), Some(c), "a shared hit is kept hot");
+    assert_eq!(
+        hot.find(1, 0x300),
+        Some(c),
+        "a stored compact row is kept hot"
+    );
+    assert_eq!(hot.find(1, 0x200), None);
+    assert_eq!(
+        hot.find(1, 0x400),
+        None,
+        "a full row stays in the shared cache"
+    );
+    // Hot rows answer without the shared cache.
+    let mut empty = RowCache::new();
+    let mut l = Layered {
+        hot: &mut hot,
+        shared: &mut empty,
+    };
+    assert_eq!(l.lookup(1, 0x300), Some(c));
+    assert_eq!(l.lookup(1, 0x400), None);
 }

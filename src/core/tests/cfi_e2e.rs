@@ -23,8 +23,8 @@ use object::{Object, ObjectSymbol};
 use unwind_core::cfi::elf;
 use unwind_core::cfi::regs::{RA, RSP};
 use unwind_core::cfi::{
-    walk, ElfInfo, Lookup, Mode, ModuleInfo, Regs, RowCache, Stop, UnwindInfoSource, Unwinder,
-    WalkParams,
+    walk, ElfInfo, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, Regs, RowCache, Stop,
+    UnwindInfoSource, Unwinder, WalkParams,
 };
 
 const PROG_C: &str = r#"
@@ -236,7 +236,24 @@ struct Snapshot {
 }
 
 impl UnwindInfoSource for Snapshot {
-    fn find(&mut self, pc: u64) -> Lookup {
+    fn find(&mut self, pc: u64) -> Located {
+        match self.maps.iter().find(|m| m.lo <= pc && pc < m.hi) {
+            Some(m) => {
+                let (start, end) = (m.lo, m.hi);
+                Located {
+                    start,
+                    end,
+                    lookup: self.lookup(pc),
+                }
+            }
+            None => Located::at(pc, Lookup::Unmapped),
+        }
+    }
+}
+
+impl Snapshot {
+    /// Where the unwind information of `pc` is.
+    fn lookup(&mut self, pc: u64) -> Lookup {
         let Some(m) = self.maps.iter().find(|m| m.lo <= pc && pc < m.hi) else {
             return Lookup::Unmapped;
         };
@@ -539,6 +556,38 @@ fn unwinds_through_qsort_to_start() {
         warm.stats
     );
     assert!(cold.stats.read_calls > warm.stats.read_calls);
+    // A task's hot rows in front of the shared cache (what the module does): the same
+    // stack, cold and warm; warm, every row comes from the hot rows alone.
+    let mut hot = HotRows::new();
+    let mut shared = RowCache::new();
+    let mut out2 = [0u64; 128];
+    for round in 0..3 {
+        let mut layered = Layered {
+            hot: &mut hot,
+            shared: &mut shared,
+        };
+        let r = walk(&mut mem, &mut snap, &mut layered, &regs, &params, &mut out2);
+        assert_eq!((r.len, r.stop), (warm.len, warm.stop), "round {round}");
+        assert_eq!(out2[..r.len], out[..warm.len], "round {round}");
+    }
+    let mut empty = RowCache::new();
+    let mut hot_only = Layered {
+        hot: &mut hot,
+        shared: &mut empty,
+    };
+    let r = walk(
+        &mut mem,
+        &mut snap,
+        &mut hot_only,
+        &regs,
+        &params,
+        &mut out2,
+    );
+    assert_eq!(out2[..r.len], out[..warm.len]);
+    assert_eq!(
+        r.stats.cache_misses, 0,
+        "every row from the task's hot rows"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -685,11 +734,10 @@ impl unwind_core::cfi::UnwindMemory for BenchMem {
     }
 }
 
-/// The module's source: the answer for each mapping precomputed, the last one kept (as
-/// `TaskModules` keeps the last VMA's).
+/// The module's source: the answer for each mapping precomputed (the walk keeps the last
+/// one, with its range).
 struct BenchSource {
     ranges: Vec<(u64, u64, Lookup)>,
-    last: (u64, u64, Lookup),
 }
 
 impl BenchSource {
@@ -699,32 +747,23 @@ impl BenchSource {
             .iter()
             .map(|m| {
                 let answer = if m.exec {
-                    snap.find(m.lo)
+                    snap.lookup(m.lo)
                 } else {
                     Lookup::NoInfo
                 };
                 (m.lo, m.hi, answer)
             })
             .collect();
-        BenchSource {
-            ranges,
-            last: (0, 0, Lookup::Unmapped),
-        }
+        BenchSource { ranges }
     }
 }
 
 impl UnwindInfoSource for BenchSource {
     #[inline(never)]
-    fn find(&mut self, pc: u64) -> Lookup {
-        if self.last.0 <= pc && pc < self.last.1 {
-            return self.last.2;
-        }
+    fn find(&mut self, pc: u64) -> Located {
         match self.ranges.iter().find(|r| r.0 <= pc && pc < r.1) {
-            Some(r) => {
-                self.last = *r;
-                r.2
-            }
-            None => Lookup::Unmapped,
+            Some(&(start, end, lookup)) => Located { start, end, lookup },
+            None => Located::at(pc, Lookup::Unmapped),
         }
     }
 }

@@ -9,7 +9,8 @@ use std::process::Command;
 
 use object::{Object, ObjectSection, ObjectSegment};
 use unwind_core::cfi::{
-    Lookup, Mode, ModuleInfo, ReadAhead, Regs, Stop, UnwindInfoSource, UnwindMemory, WalkParams,
+    Located, Lookup, Mode, ModuleInfo, ReadAhead, Regs, Stop, UnwindInfoSource, UnwindMemory,
+    WalkParams,
 };
 
 pub const USER_END: u64 = 0x7fff_ffff_f000;
@@ -66,6 +67,8 @@ pub struct ElfFile {
     pub eh_frame: (u64, Vec<u8>),
     pub eh_frame_hdr: Option<(u64, u64)>,
     pub text: u64,
+    /// The size of `.text`.
+    pub text_len: u64,
 }
 
 impl ElfFile {
@@ -83,13 +86,16 @@ impl ElfFile {
         let eh_frame_hdr = file
             .section_by_name(".eh_frame_hdr")
             .map(|s| (s.address(), s.size()));
-        let text = file.section_by_name(".text").map_or(0, |s| s.address());
+        let (text, text_len) = file
+            .section_by_name(".text")
+            .map_or((0, 0), |s| (s.address(), s.size()));
         Some(ElfFile {
             path: path.to_owned(),
             data: data.clone(),
             eh_frame,
             eh_frame_hdr,
             text,
+            text_len,
         })
     }
 
@@ -125,12 +131,15 @@ impl MapSource {
 }
 
 impl UnwindInfoSource for MapSource {
-    fn find(&mut self, pc: u64) -> Lookup {
+    fn find(&mut self, pc: u64) -> Located {
         self.finds += 1;
         self.ranges
             .iter()
             .find(|(s, e, _)| *s <= pc && pc < *e)
-            .map_or(Lookup::Unmapped, |r| r.2)
+            .map_or(
+                Located::at(pc, Lookup::Unmapped),
+                |&(start, end, lookup)| Located { start, end, lookup },
+            )
     }
 }
 
@@ -394,13 +403,20 @@ impl UnwindMemory for FlatMem {
     }
 }
 
-/// The test programs the differential and end-to-end tests build.
 /// The test programs of the differential tests, built into `dir`: frameless functions
-/// (`-O2 -fomit-frame-pointer`), a stack-realigning one (`-mstackrealign`: DRAP) and a C++
-/// `std::sort`; those the host cannot build are left out.
+/// (`-O2 -fomit-frame-pointer`), the same with frame pointers (rows of frame records), a
+/// stack-realigning one (`-mstackrealign`: DRAP) and a C++ `std::sort`; those the host
+/// cannot build are left out.
 pub fn built_programs(dir: &Path) -> Vec<PathBuf> {
     [
         compile(dir, "fns", FNS_C, false, &["-O2", "-fomit-frame-pointer"]),
+        compile(
+            dir,
+            "fns-fp",
+            FNS_C,
+            false,
+            &["-O2", "-fno-omit-frame-pointer"],
+        ),
         compile(dir, "realign", REALIGN_C, false, &["-O2", "-mstackrealign"]),
         compile(dir, "sort", SORT_CPP, true, &["-O2"]),
     ]
@@ -583,7 +599,7 @@ pub fn reference_walk<M: UnwindMemory, S: UnwindInfoSource>(
         let cfi = |reader: &mut ReadAhead<&mut M>,
                    source: &mut S|
          -> Result<Option<(Regs, bool)>, Error> {
-            let module = match source.find(pc) {
+            let module = match source.find(pc).lookup {
                 Lookup::Unmapped => return Err(Error::Invalid(Invalid::Unmapped)),
                 Lookup::NoInfo => return Err(Error::NotFound),
                 Lookup::Module(m) => m,
