@@ -44,19 +44,8 @@ void ud_hooks_report(void);
 
 /* --- Context of the current task -------------------------------------------------- */
 
-enum ud_unwindable {
-	UD_OK = 0,
-	UD_KTHREAD,
-	UD_USER_WORKER,
-	UD_EXITING,
-	UD_NOT_USER_REGS,
-	UD_COMPAT,
-};
-
 /* The current task. */
 struct task_struct *ud_current(void);
-/* Why current cannot get a deferred user unwind (UD_OK if it can). */
-enum ud_unwindable ud_current_unwindable(void);
 bool ud_in_nmi(void);
 unsigned int ud_smp_processor_id(void);
 unsigned int ud_nr_cpu_ids(void);
@@ -103,13 +92,6 @@ void ud_percpu_put(void *ptr);
 /* Module parameter unwinder (enum ud_unwinder_mode). */
 unsigned int ud_param_unwinder(void);
 
-/* --- Counters --------------------------------------------------------------------------- */
-
-/* Adds @n to this CPU's counter @idx (< UD_NR_COUNTERS). Any context, NMI included. */
-void ud_count_add(unsigned int idx, ud_u64 n);
-/* The sum of counter @idx over every possible CPU. */
-ud_u64 ud_count_sum(unsigned int idx);
-
 /* --- task_work ------------------------------------------------------------------------ */
 
 /* Bytes and alignment of struct callback_head, so that Rust can embed one. */
@@ -155,7 +137,8 @@ unsigned int ud_stack_file_run(void *ctx, void *file);
 void ud_rs_task_work(struct callback_head *head);
 void ud_rs_task_free(struct task_struct *task);
 int ud_rs_init_work(struct unwind_work *work, unwind_callback_fn func);
-int ud_rs_request(struct unwind_work *work, ud_u64 *cookie);
+/* unwind_deferred_request() once shim.c found out who asks, with interrupts off. */
+int ud_rs_request(const struct ud_request *req, ud_u64 *cookie);
 void ud_rs_cancel(struct unwind_work *work);
 /* The core's counters and gauges as "name: value" lines into @buf: bytes written. */
 unsigned long ud_rs_stats(char *buf, unsigned long len);

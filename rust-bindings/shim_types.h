@@ -14,6 +14,7 @@ typedef unsigned long long ud_u64;
 /* Frames kept per user stack (the per-task cache: 4 KiB of them). */
 #define UD_MAX_STACK_ENTRIES 510
 
+struct task_struct;
 struct unwind_work;
 struct unwind_stacktrace;
 typedef void (*unwind_callback_fn)(struct unwind_work *work, struct unwind_stacktrace *trace,
@@ -27,6 +28,26 @@ typedef void (*unwind_callback_fn)(struct unwind_work *work, struct unwind_stack
 
 /* The key of the vDSO in the per-file caches (file keys are never this or 0). */
 #define UD_VDSO_KEY 1
+
+/* Why a task cannot get a deferred user unwind (UD_OK if it can). */
+enum ud_unwindable {
+	UD_OK = 0,
+	UD_KTHREAD,
+	UD_USER_WORKER,
+	UD_EXITING,
+	UD_NOT_USER_REGS,
+	UD_COMPAT,
+};
+
+/* What the C half of unwind_deferred_request() (src/shim.c) found out about the requester,
+ * for the Rust half (ud_rs_request()), which runs with interrupts off. */
+struct ud_request {
+	struct task_struct *task;	/* current */
+	unsigned int cpu;		/* the CPU it runs on */
+	int bit;			/* the work's bit, as read (not checked yet) */
+	enum ud_unwindable why;
+	bool nmi;			/* in_nmi() */
+};
 
 /* Module parameter unwinder=. */
 enum ud_unwinder_mode {

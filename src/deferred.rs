@@ -29,6 +29,8 @@ pub(crate) struct Deferred {
     caches: unwind::UnwindCaches,
     /// Per-CPU cookie counters (`nr_cpu_ids` of them).
     counters: KVec<AtomicU32>,
+    /// The event counters of debugfs (per CPU).
+    counts: stats::Counts,
 }
 
 /// The live state, published after it is fully built and retracted at unload after every
@@ -55,9 +57,15 @@ pub(crate) fn publish() -> Result {
         counters.push(AtomicU32::new(0), GFP_KERNEL)?;
     }
     let state = KBox::new(
-        Deferred { tasks: Tasks::new(max_tasks as usize)?, caches: unwind::UnwindCaches::new()?, counters },
+        Deferred {
+            tasks: Tasks::new(max_tasks as usize)?,
+            caches: unwind::UnwindCaches::new()?,
+            counters,
+            counts: stats::Counts::new(cpus as usize)?,
+        },
         GFP_KERNEL,
     )?;
+    stats::attach(&state.counts);
     DEFERRED.store(KBox::into_raw(state), Ordering::Release);
     Ok(())
 }
@@ -90,17 +98,20 @@ pub(crate) fn retract() {
         unsafe { ffi::ud_msleep(10) };
     }
     let state = DEFERRED.swap(null_mut(), Ordering::AcqRel);
+    // SAFETY: nothing counts any more (hooks gone, task works done).
+    unsafe { stats::detach() };
     // SAFETY: `state` came from `KBox::into_raw` in `publish()` and nothing can reach it any
     // more (hooks gone, task works done).
     drop(unsafe { KBox::from_raw(state) });
 }
 
 impl Deferred {
-    /// A new cookie for a kernel entry on this CPU (interrupts or NMI: the CPU is stable).
-    fn new_cookie(&self) -> u64 {
-        // SAFETY: reads the CPU number; we cannot migrate (irqs off or NMI).
-        let cpu = unsafe { ffi::ud_smp_processor_id() };
-        let counter = &self.counters[cpu as usize];
+    /// A new cookie for a kernel entry on CPU `cpu`, the one we run on (interrupts off or
+    /// NMI: it holds).
+    fn new_cookie(&self, cpu: u32) -> u64 {
+        let Some(counter) = self.counters.get(cpu as usize) else {
+            return cookie::make(cpu, 1);
+        };
         // An NMI may take a value between our read and write: fetch_add gives each a
         // distinct one.
         let prev = counter.fetch_add(2, Ordering::Relaxed);
@@ -108,18 +119,16 @@ impl Deferred {
     }
 }
 
-/// `unwind_deferred_request()`. Any context, NMI included.
-fn request(work: *mut ffi::unwind_work, cookie_out: &mut u64) -> i32 {
+/// `unwind_deferred_request()`, after its C half (src/shim.c) found out who asks and turned
+/// interrupts off. Any context, NMI included; nothing on its common path (a repeated
+/// request of the entry) calls into C.
+fn request(req: &ffi::ud_request, cookie_out: &mut u64) -> i32 {
     *cookie_out = 0;
-    bump(Counter::requests);
-    // SAFETY: reads preempt_count.
-    let nmi = unsafe { ffi::ud_in_nmi() };
-    if nmi {
-        bump(Counter::requests_nmi);
+    let cpu = req.cpu;
+    if req.nmi {
+        stats::bump_on(cpu, Counter::requests_nmi);
     }
-    // SAFETY: reads current's flags and saved registers.
-    let why = unsafe { ffi::ud_current_unwindable() };
-    let counter = match why {
+    let refused = match req.why {
         ffi::ud_unwindable::UD_OK => None,
         ffi::ud_unwindable::UD_KTHREAD => Some(Counter::err_kthread),
         ffi::ud_unwindable::UD_USER_WORKER => Some(Counter::err_user_worker),
@@ -127,53 +136,46 @@ fn request(work: *mut ffi::unwind_work, cookie_out: &mut u64) -> i32 {
         ffi::ud_unwindable::UD_NOT_USER_REGS => Some(Counter::err_not_user),
         ffi::ud_unwindable::UD_COMPAT => Some(Counter::err_compat),
     };
-    if let Some(counter) = counter {
-        bump(counter);
+    if let Some(counter) = refused {
+        stats::bump_on(cpu, counter);
         return EINVAL.to_errno();
     }
-    // SAFETY: the caller passes an initialised (or cancelled) work.
-    let bit = unsafe { ffi::ud_work_bit(work) };
-    if bit <= 0 || bit >= usize::BITS as i32 {
-        bump(Counter::err_cancelled);
-        return EINVAL.to_errno();
-    }
+    // A cancelled work has bit -1 (and one never initialised, 0).
+    let bit = match u32::try_from(req.bit) {
+        Ok(bit) if bit > 0 && bit < usize::BITS => bit,
+        _ => {
+            stats::bump_on(cpu, Counter::err_cancelled);
+            return EINVAL.to_errno();
+        }
+    };
     let Some(d) = deferred() else { return ENODEV.to_errno() };
-
-    // With interrupts off, only an NMI can interleave with us on this CPU (the task state
-    // and the table are written for that), and cancel's synchronize_rcu() waits for us.
-    // SAFETY: paired with the restore below on every path.
-    let flags = unsafe { ffi::ud_local_irq_save() };
-    let ret = request_irqs_off(d, work, bit as u32, nmi, cookie_out);
-    // SAFETY: the flags of the save above.
-    unsafe { ffi::ud_local_irq_restore(flags) };
-    ret
-}
-
-fn request_irqs_off(d: &Deferred, _work: *mut ffi::unwind_work, bit: u32, nmi: bool, cookie_out: &mut u64) -> i32 {
-    // SAFETY: returns current.
-    let task = unsafe { ffi::ud_current() };
+    let task = req.task;
     let Ok(entry) = d.tasks.get_or_insert(task) else {
-        bump(Counter::err_table_full);
+        stats::bump_on(cpu, Counter::err_table_full);
         // SAFETY: pr_warn_once() is safe in any context but NMI, where printk defers.
         unsafe { ffi::ud_pr_warn_table_full() };
         return ENOSPC.to_errno();
     };
-    let (outcome, cookie) = entry.state.request(bit, || d.new_cookie());
+    let (outcome, cookie) = entry.state.request(bit, || d.new_cookie(cpu));
     *cookie_out = cookie;
     match outcome {
         Request::Already => {
-            bump(Counter::already);
+            stats::bump_on(cpu, Counter::already);
             1
         }
-        Request::Queued => 0,
+        Request::Queued => {
+            stats::bump_on(cpu, Counter::joined);
+            0
+        }
         Request::QueueTaskWork => {
             TASK_WORKS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
             // The queued work holds a reference on the task, so that unload can cancel it.
-            // SAFETY: current is alive; get_task_struct() is an atomic increment (NMI-safe).
+            // SAFETY: `task` is current, alive; get_task_struct() is an atomic increment
+            // (NMI-safe).
             unsafe { ffi::ud_get_task(task) };
             // SAFETY: the entry's callback_head is not queued (PENDING was clear and we set
             // it: we own the queueing), and the entry outlives the task work.
-            let ret = unsafe { ffi::ud_task_work_add(entry.work_head(), nmi) };
+            let ret = unsafe { ffi::ud_task_work_add(entry.work_head(), req.nmi) };
             if ret != 0 {
                 // The task is exiting (task works are shut). Undo, so that the state does
                 // not claim a queued work that will never run.
@@ -182,11 +184,11 @@ fn request_irqs_off(d: &Deferred, _work: *mut ffi::unwind_work, bit: u32, nmi: b
                 // is a plain decrement (also in NMI).
                 unsafe { ffi::ud_put_task(task) };
                 TASK_WORKS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
-                bump(Counter::err_task_work);
+                stats::bump_on(cpu, Counter::err_task_work);
                 *cookie_out = 0;
                 return ret;
             }
-            bump(Counter::queued);
+            stats::bump_on(cpu, Counter::queued);
             0
         }
     }
@@ -280,19 +282,13 @@ pub(crate) unsafe extern "C" fn ud_rs_init_work(work: *mut ffi::unwind_work, fun
 
 /// # Safety
 ///
-/// `work` is a valid `struct unwind_work`; `cookie` is valid for writing.
+/// `req` is valid for reading, its `task` is current; `cookie` is valid for writing;
+/// interrupts are off (or NMI).
 #[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_request(work: *mut ffi::unwind_work, cookie: *mut u64) -> i32 {
-    if cookie.is_null() {
-        return EINVAL.to_errno();
-    }
+pub(crate) unsafe extern "C" fn ud_rs_request(req: *const ffi::ud_request, cookie: *mut u64) -> i32 {
     // SAFETY: guaranteed by our caller.
-    let cookie = unsafe { &mut *cookie };
-    if work.is_null() {
-        *cookie = 0;
-        return EINVAL.to_errno();
-    }
-    request(work, cookie)
+    let (req, cookie) = unsafe { (&*req, &mut *cookie) };
+    request(req, cookie)
 }
 
 /// # Safety
@@ -324,6 +320,7 @@ pub(crate) unsafe extern "C" fn ud_rs_stats(buf: *mut u8, len: usize) -> usize {
         None => (0, 0),
     };
     let gauges = [
+        ("requests", stats::requests()),
         ("table_used", table_used),
         ("table_size", table_size),
         ("works_registered", registry::registered()),

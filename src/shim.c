@@ -89,7 +89,8 @@ unsigned int ud_param_max_tasks(void)
 
 /* --- Context of the current task ------------------------------------------------------ */
 
-enum ud_unwindable ud_current_unwindable(void)
+/* Why current cannot get a deferred user unwind (UD_OK if it can). */
+static inline enum ud_unwindable ud_current_unwindable(void)
 {
 	struct pt_regs *regs;
 
@@ -278,30 +279,6 @@ void ud_percpu_put(void *ptr)
 
 /* --- Counters --------------------------------------------------------------------------- */
 
-/*
- * Per-CPU, so that the request path, which may run on every CPU at once (NMI sampling),
- * does not bounce shared cache lines: this_cpu_add() is one instruction, safe in NMI.
- */
-struct ud_counts {
-	u64 c[UD_NR_COUNTERS];
-};
-static DEFINE_PER_CPU(struct ud_counts, ud_counts);
-
-void ud_count_add(unsigned int idx, ud_u64 n)
-{
-	this_cpu_add(ud_counts.c[idx], n);
-}
-
-ud_u64 ud_count_sum(unsigned int idx)
-{
-	ud_u64 sum = 0;
-	int cpu;
-
-	for_each_possible_cpu(cpu)
-		sum += READ_ONCE(per_cpu(ud_counts, cpu).c[idx]);
-	return sum;
-}
-
 /* --- task_work ------------------------------------------------------------------------ */
 
 static_assert(sizeof(struct callback_head) == UD_CALLBACK_HEAD_SIZE);
@@ -367,9 +344,36 @@ int unwind_deferred_init(struct unwind_work *work, unwind_callback_t func)
 }
 EXPORT_SYMBOL_GPL(unwind_deferred_init);
 
+/*
+ * The half of the request that static inlines answer (who is asking, from where), here so
+ * that the Rust half (table, state, cookie, counters) needs no call back into C on its
+ * common path: a repeated request of an entry.
+ */
 int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
 {
-	return ud_rs_request(work, (ud_u64 *)cookie);
+	struct ud_request req;
+	unsigned long flags;
+	int ret;
+
+	if (!cookie)
+		return -EINVAL;
+	*cookie = 0;
+	if (!work)
+		return -EINVAL;
+	req.task = current;
+	req.nmi = in_nmi();
+	req.why = ud_current_unwindable();
+	req.bit = READ_ONCE(work->bit);
+	/*
+	 * With interrupts off only an NMI can interleave with the request on this CPU (the
+	 * task state and the table are written for that), the CPU number holds, and cancel's
+	 * synchronize_rcu() waits for us.
+	 */
+	local_irq_save(flags);
+	req.cpu = raw_smp_processor_id();
+	ret = ud_rs_request(&req, (ud_u64 *)cookie);
+	local_irq_restore(flags);
+	return ret;
 }
 EXPORT_SYMBOL_GPL(unwind_deferred_request);
 

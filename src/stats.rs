@@ -1,13 +1,102 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Counters shown in `/sys/kernel/debug/unwind_deferred/stats`.
+//! Counters shown in `/sys/kernel/debug/unwind_deferred/stats` and `unwinder`.
 //!
-//! Per-CPU counters kept by the C shim (`this_cpu_add()`, one instruction, safe in NMI):
-//! the request path may run on every CPU at once, and shared atomics would bounce their
-//! cache lines between them. A read sums the CPUs; it needs each value to be eventually
-//! right, not a consistent snapshot.
+//! Per-CPU counters: the request path may run on every CPU at once, and shared atomics
+//! would bounce their cache lines between them. Each CPU has its own block of atomics (an
+//! NMI may count between a task's load and store on the same CPU, so plain integers would
+//! lose counts); the request path, which knows its CPU, counts without a call into C. A
+//! read sums the CPUs; it needs each value to be eventually right, not a consistent
+//! snapshot.
+
+use core::ptr::null_mut;
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+use kernel::prelude::*;
 
 use crate::ffi;
 use crate::logic::cfi::Stop;
+
+/// Counters per CPU.
+const PER_CPU: usize = ffi::UD_NR_COUNTERS as usize;
+
+/// One CPU's counters, on cache lines of their own.
+#[repr(C, align(64))]
+pub(crate) struct CpuCounts([AtomicU64; PER_CPU]);
+
+/// The counters of every possible CPU, allocated at load and owned by the module's state.
+pub(crate) struct Counts(KVec<CpuCounts>);
+
+impl Counts {
+    /// Zeroed counters for `cpus` CPUs.
+    pub(crate) fn new(cpus: usize) -> Result<Self> {
+        let mut v = KVec::with_capacity(cpus, GFP_KERNEL)?;
+        for _ in 0..cpus {
+            v.push(CpuCounts([const { AtomicU64::new(0) }; PER_CPU]), GFP_KERNEL)?;
+        }
+        Ok(Self(v))
+    }
+}
+
+/// Where the counters are: set by [`attach`], cleared by [`detach`].
+///
+/// # Invariants
+///
+/// `COUNTS` is null, or points to `COUNTS_LEN` [`CpuCounts`] of the [`Counts`] last
+/// attached, which stays alive until after [`detach`] (see its safety requirement).
+static COUNTS: AtomicPtr<CpuCounts> = AtomicPtr::new(null_mut());
+static COUNTS_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Makes `counts` the counters every counting path adds to.
+pub(crate) fn attach(counts: &Counts) {
+    COUNTS_LEN.store(counts.0.len(), Ordering::Relaxed);
+    // INVARIANT: the caller keeps `counts` alive until after `detach()`.
+    COUNTS.store(counts.0.as_ptr().cast_mut(), Ordering::Release);
+}
+
+/// Stops counting.
+///
+/// # Safety
+///
+/// Only once no path that counts can run any more may the attached [`Counts`] be freed
+/// (the module's state is freed after every hook and task work is gone).
+pub(crate) unsafe fn detach() {
+    COUNTS.store(null_mut(), Ordering::Release);
+    COUNTS_LEN.store(0, Ordering::Relaxed);
+}
+
+/// Every CPU's counters (empty before `attach`).
+fn all_cpus() -> &'static [CpuCounts] {
+    let ptr = COUNTS.load(Ordering::Acquire);
+    if ptr.is_null() {
+        return &[];
+    }
+    // SAFETY: by the invariant of COUNTS, `ptr` points to COUNTS_LEN live elements until
+    // detach(), and nothing counts or reads the counters after it.
+    unsafe { core::slice::from_raw_parts(ptr, COUNTS_LEN.load(Ordering::Relaxed)) }
+}
+
+/// Adds `n` to counter `idx` of CPU `cpu` (any context, NMI included).
+#[inline]
+fn add_on(cpu: u32, idx: usize, n: u64) {
+    if let Some(c) = all_cpus().get(cpu as usize).and_then(|c| c.0.get(idx)) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Adds `n` to counter `idx` of the CPU we run on (if we migrate meanwhile, of the one we
+/// ran on: the sum is the same).
+fn add_here(idx: usize, n: u64) {
+    // SAFETY: reads the CPU number (raw: a migration only moves the count).
+    add_on(unsafe { ffi::ud_smp_processor_id() }, idx, n);
+}
+
+/// The sum of counter `idx` over every CPU.
+fn sum(idx: usize) -> u64 {
+    all_cpus()
+        .iter()
+        .filter_map(|c| c.0.get(idx))
+        .fold(0u64, |s, c| s.wrapping_add(c.load(Ordering::Relaxed)))
+}
 
 macro_rules! counters {
     ($($name:ident),* $(,)?) => {
@@ -25,10 +114,12 @@ macro_rules! counters {
     };
 }
 
+// (`requests` is not counted: the request path counts its outcome only, and the
+// `requests` line of debugfs sums the outcomes, see `requests()`.)
 counters!(
-    requests,
     requests_nmi,
     queued,
+    joined,
     already,
     task_works,
     unwinds,
@@ -96,14 +187,12 @@ const _: () = assert!(STOP_BASE + Stop::COUNT <= ffi::UD_NR_COUNTERS as usize);
 
 /// Adds `n` to an unwinder counter.
 pub(crate) fn add_unwinder(counter: UnwinderCounter, n: u64) {
-    // SAFETY: the index is below UD_NR_COUNTERS (checked above); any context.
-    unsafe { ffi::ud_count_add((UNWINDER_BASE + counter as usize) as u32, n) };
+    add_here(UNWINDER_BASE + counter as usize, n);
 }
 
 /// Counts a walk's stop reason.
 pub(crate) fn count_stop(stop: Stop) {
-    // SAFETY: as above: `index()` is below `Stop::COUNT`.
-    unsafe { ffi::ud_count_add((STOP_BASE + stop.index()) as u32, 1) };
+    add_here(STOP_BASE + stop.index(), 1);
 }
 
 /// Writes into a byte buffer, dropping what does not fit.
@@ -136,10 +225,6 @@ pub(crate) unsafe extern "C" fn ud_rs_unwinder_stats(buf: *mut u8, len: usize) -
     // SAFETY: guaranteed by our caller.
     let buf = unsafe { core::slice::from_raw_parts_mut(buf, len) };
     let mut w = BufWriter { buf, len: 0 };
-    let sum = |i: usize| {
-        // SAFETY: every index is below UD_NR_COUNTERS (checked above).
-        unsafe { ffi::ud_count_sum(i as u32) }
-    };
     for (i, name) in UNWINDER_NAMES.iter().enumerate() {
         let _ = writeln!(w, "{} {}", name, sum(UNWINDER_BASE + i));
     }
@@ -164,13 +249,33 @@ pub(crate) unsafe fn write_stats(buf: *mut u8, len: usize, gauges: &[(&str, u64)
     let buf = unsafe { core::slice::from_raw_parts_mut(buf, len) };
     let mut w = BufWriter { buf, len: 0 };
     for (i, name) in COUNTER_NAMES.iter().enumerate() {
-        // SAFETY: every index is below UD_NR_COUNTERS (checked above).
-        let _ = writeln!(w, "{}: {}", name, unsafe { ffi::ud_count_sum(i as u32) });
+        let _ = writeln!(w, "{}: {}", name, sum(i));
     }
     for (name, value) in gauges {
         let _ = writeln!(w, "{}: {}", name, value);
     }
     w.len
+}
+
+/// Every request that got as far as an outcome: the sum of the outcome counters (one per
+/// request, so that the request path counts once).
+pub(crate) fn requests() -> u64 {
+    use Counter::*;
+    [
+        queued,
+        joined,
+        already,
+        err_kthread,
+        err_user_worker,
+        err_exiting,
+        err_not_user,
+        err_compat,
+        err_cancelled,
+        err_table_full,
+        err_task_work,
+    ]
+    .iter()
+    .fold(0u64, |s, &c| s.wrapping_add(sum(c as usize)))
 }
 
 /// Adds one to a counter.
@@ -180,6 +285,12 @@ pub(crate) fn bump(counter: Counter) {
 
 /// Adds `n` to a counter.
 pub(crate) fn add(counter: Counter, n: u64) {
-    // SAFETY: the index is below UD_NR_COUNTERS (checked above); any context.
-    unsafe { ffi::ud_count_add(counter as u32, n) };
+    add_here(counter as usize, n);
+}
+
+/// Adds one to a counter of CPU `cpu`, the one we run on, without asking which it is (the
+/// request path knows it).
+#[inline]
+pub(crate) fn bump_on(cpu: u32, counter: Counter) {
+    add_on(cpu, counter as usize, 1);
 }

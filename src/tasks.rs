@@ -79,6 +79,7 @@ impl Tasks {
         Ok(Self { owners, entries, len })
     }
 
+    #[inline]
     fn slots(&self) -> &[Slot] {
         // SAFETY: by the type invariants `owners` holds `len` valid `Slot`s for our lifetime.
         unsafe { core::slice::from_raw_parts(self.owners, self.len) }
@@ -90,6 +91,7 @@ impl Tasks {
         unsafe { core::slice::from_raw_parts(self.entries, self.len) }
     }
 
+    #[inline]
     fn table(&self) -> TaskTable<'_> {
         // The length was validated at construction (type invariant); there is one table per
         // load, so the one counter (0 at load, like every static) is its own.
@@ -97,6 +99,7 @@ impl Tasks {
     }
 
     /// The entry of `task`, creating it if needed. NMI-safe.
+    #[inline]
     pub(crate) fn get_or_insert(&self, task: *mut ffi::task_struct) -> Result<&TaskEntry, TableFull> {
         let slot = self.table().find_or_insert(task as usize)?;
         Ok(&self.entries()[slot])

@@ -127,7 +127,16 @@ impl<'a> TaskTable<'a> {
     }
 
     /// The canonical slot of `key`, if it has one.
+    #[inline]
     pub fn find(&self, key: usize) -> Option<usize> {
+        // The common case first: the key owns its home slot (the first in probe order, so
+        // the canonical one). Not the whole window: a lookup of a task without a slot, on
+        // every return to user space, stops at the home's count.
+        let home = self.home(key);
+        let slot = self.slots.get(home)?;
+        if slot.owner() == key {
+            return Some(home);
+        }
         self.find_hooked(key, &mut || {})
     }
 
@@ -148,7 +157,18 @@ impl<'a> TaskTable<'a> {
     }
 
     /// The canonical slot of `key`, claiming a free one if it has none.
+    #[inline]
     pub fn find_or_insert(&self, key: usize) -> Result<usize, TableFull> {
+        // The lookup alone is the common case (every request but a task's first): kept
+        // apart from the claiming loop, which compilers otherwise unroll around it.
+        match self.find(key) {
+            Some(slot) => Ok(slot),
+            None => self.insert(key),
+        }
+    }
+
+    #[inline(never)]
+    fn insert(&self, key: usize) -> Result<usize, TableFull> {
         self.find_or_insert_with(key, &mut || {})
     }
 

@@ -151,3 +151,25 @@ fn nested_insertions_agree_on_one_slot() {
     }
     assert!(cases > 1000);
 }
+
+/// The table's cost per lookup, for callgrind:
+/// `valgrind --tool=callgrind --toggle-collect='*bench_lookups*' <test binary> --ignored bench_table`.
+#[test]
+#[ignore]
+fn bench_table() {
+    let s = slots(4096);
+    let live = AtomicUsize::new(0);
+    let t = TaskTable::new(&s, &live).unwrap();
+    // task_struct addresses: 8 KiB apart, as the slab hands them out.
+    let keys: Vec<usize> = (0..8).map(|i| 0xffff_8880_0400_0000 + i * 0x2400).collect();
+    for &k in &keys {
+        t.find_or_insert(k).unwrap();
+    }
+    #[inline(never)]
+    fn bench_lookups(t: &TaskTable<'_>, key: usize, n: usize) -> usize {
+        (0..n)
+            .map(|_| t.find_or_insert(std::hint::black_box(key)).unwrap())
+            .sum()
+    }
+    println!("{}", bench_lookups(&t, keys[3], 100_000));
+}
