@@ -2,8 +2,9 @@
 #
 # Entry points (see README.md):
 #   make            build the module, the test client module and the test programs
-#   make check      host tests + build + the whole VM suite on the base kernel (KERNEL=7.3: on 7.3)
-#   make check-debug  the same on the debug kernel (lockdep, KASAN, kmemleak, ...)
+#   make check      host tests + build + the whole VM suite on the base kernels 6.12 and 7.3
+#                   (KERNEL=7.3: on 7.3 only)
+#   make check-debug  the same on the 6.12 debug kernel (kCFI, lockdep, KASAN, kmemleak, ...)
 #   make soak       the same on the base kernel with the full stress sizes
 #   make soak-debug the full stress sizes on the debug kernel (hours under TCG)
 #   make demo       build, boot, trace the bundled workload, leave a report and a flame graph
@@ -18,7 +19,7 @@ else
 REPO := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 FLAVOUR ?= base
 # The kernel series of the cached kernels: 6.12 (LTS, the default for building) or 7.3;
-# `make check` runs 6.12, `make check KERNEL=7.3` 7.3, KERNEL="6.12 7.3" both.
+# `make check` runs both, `make check KERNEL=7.3` 7.3 only.
 export KERNEL
 # Resolved lazily: scripts/kernel.sh builds the cached kernel when it is missing.
 KDIR ?= $(eval KDIR := $$(shell $(REPO)/scripts/kernel.sh $(FLAVOUR) $(firstword $(KERNEL) 6.12)))$(KDIR)
