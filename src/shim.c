@@ -18,6 +18,8 @@
 #include <linux/percpu.h>
 #include <linux/seq_file.h>
 #include <linux/siphash.h>
+
+#include "file_identity.h"
 #include <linux/slab.h>
 #include <linux/srcu.h>
 #include <linux/task_work.h>
@@ -29,7 +31,6 @@
 
 #include "../rust-bindings/shim.h"
 #include "compat.h"
-#include "ftrace.h"
 #include "hooks.h"
 
 #define UD_VERSION "0.1.0"
@@ -181,19 +182,10 @@ out:
 
 static siphash_key_t ud_file_key_secret;
 
-/*
- * The identity of a file's contents, keyed with a secret of this load: super block, inode
- * number and ctime (a rewrite in place changes the ctime; 9p without a cache gives every
- * open its own struct inode, so not the inode's address; and not the struct file's
- * address, which a file opened after another was closed may reuse). The per-file caches
- * use it as their key, ftrace's file hash folds it. Never 0 or UD_VDSO_KEY.
- */
-u64 ud_file_identity(const struct file *file)
+/* A file's key in the per-file caches: its identity (src/file_identity.h), never 0 or UD_VDSO_KEY. */
+static u64 ud_file_key(const struct file *file)
 {
-	const struct inode *inode = file_inode(file);
-	struct timespec64 ctime = inode_get_ctime(inode);
-	u64 key = siphash_3u64((u64)(unsigned long)inode->i_sb ^ inode->i_ino, ctime.tv_sec,
-			       ctime.tv_nsec, &ud_file_key_secret);
+	u64 key = ud_file_identity(file, &ud_file_key_secret);
 
 	return key > UD_VDSO_KEY ? key : key + UD_VDSO_KEY + 1;
 }
@@ -237,7 +229,7 @@ bool ud_current_vma(ud_u64 addr, struct ud_vma *out, bool want_file)
 			/* Read after the lock is dropped (reading may sleep on the inode). */
 			if (want_file)
 				out->file = get_file(vma->vm_file);
-			out->key = ud_file_identity(vma->vm_file);
+			out->key = ud_file_key(vma->vm_file);
 		}
 	}
 	mmap_read_unlock(mm);

@@ -3,7 +3,7 @@
  * What the files of the ftrace tracer (src/ftrace/, see main.c for the map) share: the
  * instance as the module sees it and the table that publishes it, the tracer's per-CPU
  * counters, the settings of the load, and the functions one file calls in another. Private
- * to src/ftrace/; src/ftrace.h is the tracer's interface to the rest of the module.
+ * to src/ftrace/; rust-bindings/shim.h declares its interface to the rest of the module.
  *
  * Every file of the tracer includes kernel/trace/trace.h (struct trace_array) through this
  * header, so each is built with -I$(srctree)/kernel/trace (Kbuild).
@@ -15,8 +15,10 @@
 #include <linux/kprobes.h>
 #include <linux/percpu.h>
 #include <linux/rcupdate.h>
+#include <linux/random.h>
 #include <linux/refcount.h>
 #include <linux/ring_buffer.h>
+#include <linux/siphash.h>
 #include <linux/spinlock.h>
 #include <linux/task_work.h>
 #include <linux/types.h>
@@ -83,6 +85,8 @@ extern struct workqueue_struct *ud_wq;
  * entry, nested in the event (else always from its return), and cookies for the events of
  * kprobe handlers (the ftrace export). Defined in cookie.c, set by main.c.
  */
+/* The secret of the file hashes in this load's traces (stack.c; set by main.c). */
+extern siphash_key_t ud_file_hash_secret;
 extern bool ud_cookie_on_entry;
 extern bool ud_kprobe_cookies;
 

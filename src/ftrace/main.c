@@ -21,7 +21,8 @@
  *                and hashes and writes file_cache and user_unwind_stack.
  *   instances.c  the instance table, the option file and trace_options, and the hooks
  *                that follow instances and reset their file_cache record.
- *   internal.h   what they share. src/ftrace.h is the tracer's interface to the module.
+ *   internal.h   what they share. rust-bindings/shim.h declares ud_ftrace_init() and
+ *                ud_ftrace_exit(), the tracer's interface to the module (src/main.rs).
  * One event's path: it commits -> cookie.c writes its cookie and requests an unwind
  * (unwind_deferred_request()) -> the task work walks the user stack before the task
  * returns to user space (src/deferred.rs, src/unwind.rs) -> stack.c's callback writes the
@@ -50,7 +51,7 @@
 #include <linux/workqueue.h>
 
 #include "internal.h"
-#include "../ftrace.h"
+#include "../../rust-bindings/shim.h"	/* ud_ftrace_init/exit: called from src/main.rs */
 #include "../hooks.h"
 
 /* The variables of src/hooks.h that kernel/trace/trace.h and kprobes.h declare: same types. */
@@ -117,6 +118,7 @@ int ud_ftrace_init(void)
 	struct trace_array *tr;
 	int ret;
 
+	get_random_bytes(&ud_file_hash_secret, sizeof(ud_file_hash_secret));
 	ud_cookie_on_entry = ud_hook_ok(UD_HOOK_ring_buffer_nest_start) &&
 			     ud_hook_ok(UD_HOOK_ring_buffer_nest_end) &&
 			     ud_hook_ok(UD_HOOK_trace_buffered_event);
@@ -167,7 +169,7 @@ err_wq:
 	return ret;
 }
 
-void ud_ftrace_exit_instances(void)
+static void ud_ftrace_exit_instances(void)
 {
 	int i;
 

@@ -21,7 +21,7 @@
 
 #include "internal.h"
 #include "../../rust-bindings/shim.h"
-#include "../ftrace.h"
+#include "../file_identity.h"
 #include "../hooks.h"
 
 #define UD_BUILD_ID_HEX		(BUILD_ID_SIZE_MAX * 2 + 1)
@@ -128,9 +128,11 @@ static struct ud_file_note *ud_describe_file(struct file *file, u32 hash)
  * load's secret), not its struct file, whose address a library loaded after another was
  * unloaded may reuse (the second would then be named by the first's file_cache).
  */
+siphash_key_t ud_file_hash_secret;
+
 static u32 ud_file_hash(const struct file *file)
 {
-	return ud_rs_fold_file_hash(ud_file_identity(file));
+	return ud_rs_fold_file_hash(ud_file_identity(file, &ud_file_hash_secret));
 }
 
 /* The address space of a stack being resolved (ud_rs_resolve_stack()'s context). */
