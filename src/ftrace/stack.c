@@ -130,9 +130,50 @@ static struct ud_file_note *ud_describe_file(struct file *file, u32 hash)
  */
 siphash_key_t ud_file_hash_secret;
 
+/*
+ * The hashes of the files met last on this CPU, by identity: a stack of an interpreter
+ * alternates between a few files (the program, its libraries, the C library), and the keyed
+ * hash of a file costs about as much as a dozen frames. An entry holds the identity's
+ * fields, not the struct file, so a file opened after another was closed is not taken for
+ * it; the fields are compared whole, so an entry is never wrong, only evicted.
+ */
+#define UD_HASH_MEMO 16
+struct ud_hash_memo {
+	struct {
+		const struct super_block *sb;
+		unsigned long ino;
+		time64_t sec;
+		long nsec;
+		u32 hash;
+	} e[UD_HASH_MEMO];
+};
+static DEFINE_PER_CPU(struct ud_hash_memo, ud_hash_memo);
+
 static u32 ud_file_hash(const struct file *file)
 {
-	return ud_rs_fold_file_hash(ud_file_identity(file, &ud_file_hash_secret));
+	const struct inode *inode = file_inode(file);
+	struct timespec64 ctime = inode_get_ctime(inode);
+	unsigned int i = hash_long(inode->i_ino ^ (unsigned long)inode->i_sb, ilog2(UD_HASH_MEMO));
+	struct ud_hash_memo *memo = get_cpu_ptr(&ud_hash_memo);
+	u32 hash;
+
+	if (memo->e[i].sb == inode->i_sb && memo->e[i].ino == inode->i_ino &&
+	    memo->e[i].sec == ctime.tv_sec && memo->e[i].nsec == ctime.tv_nsec) {
+		hash = memo->e[i].hash;
+		put_cpu_ptr(&ud_hash_memo);
+		return hash;
+	}
+	put_cpu_ptr(&ud_hash_memo);
+	/* (Computed with preemption on: a migration only fills another CPU's entry.) */
+	hash = ud_rs_fold_file_hash(ud_file_identity(file, &ud_file_hash_secret));
+	memo = get_cpu_ptr(&ud_hash_memo);
+	memo->e[i].sb = inode->i_sb;
+	memo->e[i].ino = inode->i_ino;
+	memo->e[i].sec = ctime.tv_sec;
+	memo->e[i].nsec = ctime.tv_nsec;
+	memo->e[i].hash = hash;
+	put_cpu_ptr(&ud_hash_memo);
+	return hash;
 }
 
 /* The address space of a stack being resolved (ud_rs_resolve_stack()'s context). */

@@ -296,6 +296,9 @@ pub struct Frame {
     pub signal: bool,
 }
 
+/// Answers of the [`UnwindInfoSource`] a walk keeps.
+const LOCATED: usize = 4;
+
 /// A walk in progress, one frame at a time ([`walk`] drives one to fill an array).
 ///
 /// A warm frame (its row cached in compact form) is a cache lookup, the reads of its saved
@@ -311,8 +314,10 @@ pub struct Unwinder<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> {
     /// Reads the stack.
     stack: StackWindow,
     source: &'a mut S,
-    /// The last answer of `source`, and the range it holds for.
-    located: Located,
+    /// The last answers of `source`, and the ranges they hold for: `located[0]` is the
+    /// current frame's, the others the most recent ones before it (a stack alternates
+    /// between a few files: a program, its libraries, the C library).
+    located: [Located; LOCATED],
     cache: &'a mut C,
     regs: Regs,
     /// Whether `regs`' IP is exact (the first frame, or interrupted by a signal) rather than
@@ -348,7 +353,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             mem: ReadAhead::new(mem, params.page_size, params.user_end, params.byte_budget),
             stack: StackWindow::new(),
             source,
-            located: Located::NOTHING,
+            located: [Located::NOTHING; LOCATED],
             cache,
             regs,
             exact: true,
@@ -405,11 +410,11 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         let stepped = match self.mode {
             Mode::Fp => self.fp_step(sp),
             Mode::Auto | Mode::Cfi => {
-                if !self.located.holds(pc) {
-                    self.located = self.source.find(pc);
+                if !self.located[0].holds(pc) {
+                    self.locate(pc);
                 }
                 // (Only the two words the fast path needs are copied out of the answer.)
-                if let Lookup::Module(ModuleInfo { id, bias, .. }) = self.located.lookup {
+                if let Lookup::Module(ModuleInfo { id, bias, .. }) = self.located[0].lookup {
                     // The fast path: a warm frame.
                     let rel_pc = pc.wrapping_sub(bias);
                     match self.cache.lookup(id, rel_pc) {
@@ -423,7 +428,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
                         },
                     }
                 } else {
-                    self.no_row_step(self.located.lookup, sp)
+                    self.no_row_step(self.located[0].lookup, sp)
                 }
             }
         };
@@ -432,6 +437,21 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             Ok(None) => Err(Stop::End),
             Err(e) => Err(self.stop_of(e)),
         }
+    }
+
+    /// Makes `located[0]` the answer for `pc` (which it does not hold): one of the recent
+    /// ones, moved to the front, or the source's, in front of them (the oldest is dropped).
+    #[inline(never)]
+    fn locate(&mut self, pc: u64) {
+        let found = match self.located.iter().position(|l| l.holds(pc)) {
+            Some(i) => i,
+            None => {
+                let last = LOCATED - 1;
+                self.located[last] = self.source.find(pc);
+                last
+            }
+        };
+        self.located[..=found].rotate_right(1);
     }
 
     /// The step of a PC outside every module with unwind information: by the frame pointer
@@ -464,10 +484,11 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             return Err(Error::Invalid(Invalid::Address));
         }
         if signal {
-            self.stats.signal_frames = self.stats.signal_frames.saturating_add(1);
-            if self.stats.signal_frames > MAX_SIGNAL_FRAMES {
+            // (Counted once accepted: the statistics say how many the walk went through.)
+            if self.stats.signal_frames >= MAX_SIGNAL_FRAMES {
                 return Err(Error::Invalid(Invalid::SignalFrames));
             }
+            self.stats.signal_frames += 1;
         } else if new_sp <= sp {
             return Err(Error::Invalid(Invalid::NotIncreasing));
         }
@@ -574,7 +595,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         sp: u64,
         marked: bool,
     ) -> Result<Option<Frame>, Error> {
-        let Lookup::Module(module) = self.located.lookup else {
+        let Lookup::Module(module) = self.located[0].lookup else {
             return Err(Error::NotFound);
         };
         let module = &module;

@@ -422,7 +422,11 @@ mod fuzz {
                 .ok()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(512),
-            // Regressions are kept beside this file (proptest's default).
+            // A failing input is kept beside this file (cfi_hostile.regressions) and tried
+            // first from then on: commit it with the fix.
+            failure_persistence: Some(Box::new(
+                proptest::test_runner::FileFailurePersistence::WithSource("regressions"),
+            )),
             ..ProptestConfig::default()
         }
     }
