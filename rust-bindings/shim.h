@@ -152,7 +152,7 @@ unsigned int ud_rs_fold_file_hash(ud_u64 hash);
  * whose data is at @entry, in a buffer of @subbuf_size-byte sub-buffers with
  * @subbuf_header-byte headers; @before and @after are the word at the event's end before
  * and after the reservation, read only if @end_readable. 0: it does not, 1: it does,
- * 2: cannot be told (src/core/cookie_placement.rs).
+ * 2: cannot be told (src/logic/cookie_placement.rs).
  */
 int ud_rs_cookie_follows_event(ud_u64 subbuf_size, ud_u64 subbuf_header, ud_u64 entry,
 			       ud_u64 reserved, bool end_readable, unsigned int before,

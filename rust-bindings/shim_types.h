@@ -66,7 +66,7 @@ struct ud_vma {
 	bool exec;		/* VM_EXEC */
 };
 
-/* A mapping of the task's address space, for the stack resolver (src/core/resolve.rs). */
+/* A mapping of the task's address space, for the stack resolver (src/logic/resolve.rs). */
 struct ud_mapping {
 	ud_u64 start;
 	ud_u64 end;

@@ -109,7 +109,7 @@ status=0
 phase host-tests cargo test --workspace --locked || status=1
 count host-tests
 phase loom env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
-	cargo test -p unwind-core --release --locked --test loom || status=1
+	cargo test -p unwind-logic --release --locked --test loom || status=1
 count loom
 
 # The VM phases, once per kernel series: 6.12 first. Phase logs of other series than 6.12

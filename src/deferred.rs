@@ -7,7 +7,7 @@
 //! * The task work walks the user stack once per kernel entry and calls every work that
 //!   requested in it, once, with the entry's cookie, inside an SRCU read section.
 //! * The end of the task work ends the entry (new cookie and stack for the next request):
-//!   see [`crate::logic::task_state`] for how and why this differs from upstream.
+//!   see [`crate::logic::request_state`] for how and why this differs from upstream.
 
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
@@ -16,15 +16,15 @@ use kernel::prelude::*;
 
 use crate::ffi;
 use crate::logic::cookie;
-use crate::logic::task_state::Request;
+use crate::logic::request_state::Request;
 use crate::registry::{self, SrcuReadGuard};
 use crate::stats::{self, bump, Counter};
-use crate::tasks::Tasks;
+use crate::task_slots::TaskSlots;
 use crate::unwind;
 
 /// Everything the hooks need, allocated at load.
 pub(crate) struct Deferred {
-    tasks: Tasks,
+    tasks: TaskSlots,
     /// The unwinder's row and per-file caches.
     caches: unwind::UnwindCaches,
     /// Per-CPU cookie counters (`nr_cpu_ids` of them).
@@ -58,7 +58,7 @@ pub(crate) fn publish() -> Result {
     }
     let state = KBox::new(
         Deferred {
-            tasks: Tasks::new(max_tasks as usize)?,
+            tasks: TaskSlots::new(max_tasks as usize)?,
             caches: unwind::UnwindCaches::new()?,
             counters,
             counts: stats::Counts::new(cpus as usize)?,

@@ -2,9 +2,9 @@
 //! Deferred user-space stack unwinding for Linux 6.12, as a loadable module.
 //!
 //! Module map (one concept each):
-//! * [`logic`]: the pure logic, shared verbatim with host `cargo test` (src/core/).
+//! * [`logic`]: the pure logic, shared verbatim with host `cargo test` (src/logic/).
 //! * [`registry`]: registered works, bits, SRCU.
-//! * [`tasks`]: the per-task side table.
+//! * [`task_slots`]: the per-task side table.
 //! * [`deferred`]: request, task work, end of the entry, task lifetime.
 //! * [`unwind`]: the user-stack walk and its per-entry cache.
 //! * [`stats`]: debugfs counters.
@@ -19,7 +19,7 @@ mod ffi {
     include!("generated/shim_bindings.rs");
 }
 
-#[path = "core/mod.rs"]
+#[path = "logic/mod.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod logic;
 
@@ -28,7 +28,7 @@ mod deferred;
 mod ftrace;
 mod registry;
 mod stats;
-mod tasks;
+mod task_slots;
 mod unwind;
 
 module! {

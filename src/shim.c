@@ -2,7 +2,7 @@
 /*
  * C shim of the unwind_deferred module: only what Rust for Linux 6.12 cannot reach
  * (static inline helpers, per-CPU data, task_work, SRCU, tracepoint probes, debugfs) and
- * the exported C API. The logic is in Rust (src/ and src/core/);
+ * the exported C API. The logic is in Rust (src/ and src/logic/);
  * rust-bindings/shim.h is the contract between the two.
  */
 #include <linux/cpuhotplug.h>
@@ -40,7 +40,7 @@ MODULE_AUTHOR("deferred-unwind developers");
 
 static unsigned int max_tasks = 4096;
 module_param(max_tasks, uint, 0444);
-MODULE_PARM_DESC(max_tasks, "Tasks that can have deferred-unwind state at once (default 4096)");
+MODULE_PARM_DESC(max_tasks, "TaskSlots that can have deferred-unwind state at once (default 4096)");
 
 /* unwinder=auto|cfi|fp, also writable at run time (the next walk uses it). */
 static const char *const ud_unwinder_names[] = {

@@ -33,7 +33,7 @@ use crate::logic::cfi::{
 use crate::logic::task_maps::{Stamp, TaskMaps};
 use crate::logic::walker::{self, UserRegs, Windowed, WordReader};
 use crate::stats::{add, add_unwinder, bump, count_stop, Counter, UnwinderCounter};
-use crate::tasks::TaskEntry;
+use crate::task_slots::TaskSlot;
 
 /// Frames kept per stack.
 pub(crate) const MAX_ENTRIES: usize = ffi::UD_MAX_STACK_ENTRIES as usize;
@@ -340,7 +340,7 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot
 /// memory any more (exit) or the cache cannot be allocated.
 ///
 /// Must run in the task work of `entry`'s task (current).
-pub(crate) fn current_stack(entry: &TaskEntry, caches: &UnwindCaches) -> (*mut u64, usize) {
+pub(crate) fn current_stack(entry: &TaskSlot, caches: &UnwindCaches) -> (*mut u64, usize) {
     let mut cache = entry.cache.load(Ordering::Acquire);
     if cache.is_null() {
         // SAFETY: kzalloc(GFP_KERNEL) in task context.
@@ -380,7 +380,7 @@ pub(crate) fn current_stack(entry: &TaskEntry, caches: &UnwindCaches) -> (*mut u
 }
 
 /// Start of a new kernel entry: the cached stack is stale.
-pub(crate) fn invalidate(entry: &TaskEntry) {
+pub(crate) fn invalidate(entry: &TaskSlot) {
     let cache = entry.cache.load(Ordering::Acquire);
     if !cache.is_null() {
         // SAFETY: see `current_stack`: only the owning task touches its cache, and this

@@ -156,7 +156,7 @@ struct kretprobe ud_commit_probe = {
  * had no room left moves on to the next one (as its next event would have).
  */
 
-/* ud_rs_cookie_follows_event()'s answers (enum Follows in src/core/cookie_placement.rs). */
+/* ud_rs_cookie_follows_event()'s answers (enum Follows in src/logic/cookie_placement.rs). */
 enum ud_follows { UD_NOT_AFTER, UD_AFTER, UD_UNSURE };
 static_assert(RINGBUF_TYPE_PADDING == 29);	/* cookie_placement::RINGBUF_TYPE_PADDING */
 

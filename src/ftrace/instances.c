@@ -16,7 +16,7 @@
  * directory, its ring buffer, the list and lock of all instances), the option is a tracefs
  * file with its file_operations, and the hooks are kprobe handlers on pt_regs (one of them
  * returns through a two-instruction assembly stub). Parsing what is written to the option
- * is Rust (src/core/option.rs).
+ * is Rust (src/logic/option.rs).
  */
 #include <linux/fs.h>
 #include <linux/kprobes.h>

@@ -6,8 +6,8 @@
  *
  * Why this is C: it works on struct trace_array, which only exists in kernel/trace/trace.h
  * (built against the kernel source tree, as the module is); Rust for Linux 6.12 has no
- * view of it. The decisions that need no kernel object are Rust (src/core/option.rs,
- * src/core/file_cache.rs, src/core/file_id.rs, src/core/resolve.rs, called through ud_rs_*).
+ * view of it. The decisions that need no kernel object are Rust (src/logic/option.rs,
+ * src/logic/file_cache.rs, src/logic/file_id.rs, src/logic/resolve.rs, called through ud_rs_*).
  *
  * One concept per file (each says what it holds and why it is C):
  *   main.c       this file: set-up and tear-down of the tracer, and its debugfs counters

@@ -10,7 +10,7 @@
  * takes paths and build-ids from struct file (d_path(), build_id_parse_file()), and writes
  * into the ring buffer of the instance's struct trace_array (kernel/trace/trace.h). The
  * decisions (which frame is in which file, when to announce a file) are Rust
- * (src/core/resolve.rs, src/core/file_cache.rs).
+ * (src/logic/resolve.rs, src/logic/file_cache.rs).
  */
 #include <linux/buildid.h>
 #include <linux/fs.h>

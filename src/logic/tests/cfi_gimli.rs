@@ -19,11 +19,11 @@ use gimli::{
     BaseAddresses, CfaRule as GCfa, CieOrFde, EhFrame, LittleEndian, RegisterRule as GRule,
     UnwindContext, UnwindSection, UnwindTable,
 };
-use unwind_core::cfi::eh_frame::parse_fde;
-use unwind_core::cfi::eh_frame_hdr;
-use unwind_core::cfi::interp::row_for_pc;
-use unwind_core::cfi::row::{CfaRule, Row, Rule};
-use unwind_core::cfi::{Error, ReadAhead, UnwindMemory};
+use unwind_logic::cfi::eh_frame::parse_fde;
+use unwind_logic::cfi::eh_frame_hdr;
+use unwind_logic::cfi::interp::row_for_pc;
+use unwind_logic::cfi::row::{CfaRule, Row, Rule};
+use unwind_logic::cfi::{Error, ReadAhead, UnwindMemory};
 
 /// A CFA rule in a form both sides convert to.
 #[derive(Debug, PartialEq, Clone)]
@@ -318,11 +318,11 @@ fn rows_match_gimli_on_real_files() {
         "gimli failed where this unwinder did not"
     );
     assert!(
-        sum.max_insns as u32 <= unwind_core::cfi::interp::MAX_CFA_INSTRUCTIONS,
+        sum.max_insns as u32 <= unwind_logic::cfi::interp::MAX_CFA_INSTRUCTIONS,
         "a real FDE needs {} instructions",
         sum.max_insns
     );
-    assert!(sum.max_depth <= unwind_core::cfi::interp::REMEMBER_DEPTH);
+    assert!(sum.max_depth <= unwind_logic::cfi::interp::REMEMBER_DEPTH);
 }
 
 #[allow(dead_code)]

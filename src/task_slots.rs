@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The per-task side table: what upstream keeps in `task_struct::unwind_info`.
 //!
-//! A fixed array of [`TaskEntry`], indexed through the lock-free
-//! [`crate::logic::task_table::TaskTable`] keyed by the `task_struct` pointer. Allocated
+//! A fixed array of [`TaskSlot`], indexed through the lock-free
+//! [`crate::logic::slot_index::SlotIndex`] keyed by the `task_struct` pointer. Allocated
 //! once at load (vzalloc), so lookups and insertions never allocate and work in NMI.
 //! A task gets a slot at its first request and gives it back when it is freed
 //! (sched_process_free) or when the module unloads.
@@ -14,15 +14,15 @@ use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use kernel::prelude::*;
 
 use crate::ffi;
-use crate::logic::task_state::TaskState;
-use crate::logic::task_table::{Slot, TableFull, TaskTable};
+use crate::logic::request_state::RequestState;
+use crate::logic::slot_index::{Slot, TableFull, SlotIndex};
 use crate::unwind::StackCache;
 
 /// One task's deferred-unwind state.
 #[repr(C)]
-pub(crate) struct TaskEntry {
+pub(crate) struct TaskSlot {
     /// The request mask, completed set and cookie.
-    pub(crate) state: TaskState,
+    pub(crate) state: RequestState,
     /// The `struct callback_head` queued with task_work_add(); only the C shim reads or
     /// writes it, and only while it is queued or running.
     work: UnsafeCell<[usize; ffi::UD_CALLBACK_HEAD_SIZE as usize / 8]>,
@@ -30,7 +30,7 @@ pub(crate) struct TaskEntry {
     pub(crate) cache: AtomicPtr<StackCache>,
 }
 
-/// Slots owned in the table, or more (see [`TaskTable`]).
+/// Slots owned in the table, or more (see [`SlotIndex`]).
 static LIVE_SLOTS: AtomicUsize = AtomicUsize::new(0);
 
 /// The table: slots' ownership words and their entries, same index.
@@ -39,33 +39,33 @@ static LIVE_SLOTS: AtomicUsize = AtomicUsize::new(0);
 ///
 /// * `owners` and `entries` point to `len` zeroed-then-used elements from vzalloc, owned
 ///   by this struct and freed in drop; `len` is a power of two ≥ `PROBE_WINDOW`.
-/// * All-zero bytes are a valid `Slot` (free) and `TaskEntry` (never requested, no work
+/// * All-zero bytes are a valid `Slot` (free) and `TaskSlot` (never requested, no work
 ///   queued, no cache): both consist of atomics and plain integers only.
-pub(crate) struct Tasks {
+pub(crate) struct TaskSlots {
     owners: *mut Slot,
-    entries: *mut TaskEntry,
+    entries: *mut TaskSlot,
     len: usize,
 }
 
-// SAFETY: all shared state is atomics, plus `TaskEntry::work` which only the owning task's
+// SAFETY: all shared state is atomics, plus `TaskSlot::work` which only the owning task's
 // task_work machinery touches (see its documentation).
-unsafe impl Sync for Tasks {}
+unsafe impl Sync for TaskSlots {}
 // SAFETY: as above; the arrays are plain heap memory.
-unsafe impl Send for Tasks {}
+unsafe impl Send for TaskSlots {}
 
-impl Tasks {
+impl TaskSlots {
     /// Allocates a table for at least `max_tasks` tasks.
     pub(crate) fn new(max_tasks: usize) -> Result<Self> {
         let len = max_tasks
-            .max(crate::logic::task_table::PROBE_WINDOW)
+            .max(crate::logic::slot_index::PROBE_WINDOW)
             .checked_next_power_of_two()
             .ok_or(EINVAL)?;
         let owners_size = len.checked_mul(core::mem::size_of::<Slot>()).ok_or(EINVAL)?;
-        let entries_size = len.checked_mul(core::mem::size_of::<TaskEntry>()).ok_or(EINVAL)?;
+        let entries_size = len.checked_mul(core::mem::size_of::<TaskSlot>()).ok_or(EINVAL)?;
         // SAFETY: plain vzalloc() of a computed size.
         let owners = unsafe { ffi::ud_vzalloc(owners_size as _) }.cast::<Slot>();
         // SAFETY: as above.
-        let entries = unsafe { ffi::ud_vzalloc(entries_size as _) }.cast::<TaskEntry>();
+        let entries = unsafe { ffi::ud_vzalloc(entries_size as _) }.cast::<TaskSlot>();
         if owners.is_null() || entries.is_null() {
             // SAFETY: vfree() accepts null and what vzalloc() returned.
             unsafe {
@@ -86,42 +86,42 @@ impl Tasks {
     }
 
     /// All entries.
-    pub(crate) fn entries(&self) -> &[TaskEntry] {
+    pub(crate) fn entries(&self) -> &[TaskSlot] {
         // SAFETY: by the type invariants `entries` holds `len` valid entries.
         unsafe { core::slice::from_raw_parts(self.entries, self.len) }
     }
 
     #[inline]
-    fn table(&self) -> TaskTable<'_> {
+    fn table(&self) -> SlotIndex<'_> {
         // The length was validated at construction (type invariant); there is one table per
         // load, so the one counter (0 at load, like every static) is its own.
-        TaskTable::new(self.slots(), &LIVE_SLOTS).expect("table size checked at construction")
+        SlotIndex::new(self.slots(), &LIVE_SLOTS).expect("table size checked at construction")
     }
 
     /// The entry of `task`, creating it if needed. NMI-safe.
     #[inline]
-    pub(crate) fn get_or_insert(&self, task: *mut ffi::task_struct) -> Result<&TaskEntry, TableFull> {
+    pub(crate) fn get_or_insert(&self, task: *mut ffi::task_struct) -> Result<&TaskSlot, TableFull> {
         let slot = self.table().find_or_insert(task as usize)?;
         Ok(&self.entries()[slot])
     }
 
     /// The owner of the slot of `entry`.
-    pub(crate) fn owner_of(&self, entry: &TaskEntry) -> *mut ffi::task_struct {
+    pub(crate) fn owner_of(&self, entry: &TaskSlot) -> *mut ffi::task_struct {
         self.slots()[self.index_of(entry)].owner() as *mut ffi::task_struct
     }
 
-    fn index_of(&self, entry: &TaskEntry) -> usize {
-        (entry as *const TaskEntry as usize - self.entries as usize) / core::mem::size_of::<TaskEntry>()
+    fn index_of(&self, entry: &TaskSlot) -> usize {
+        (entry as *const TaskSlot as usize - self.entries as usize) / core::mem::size_of::<TaskSlot>()
     }
 
     /// The entry whose `callback_head` is `head`.
     ///
     /// # Safety
     ///
-    /// `head` was obtained from [`TaskEntry::work_head`] of an entry of this table.
-    pub(crate) unsafe fn entry_of_work(&self, head: *mut ffi::callback_head) -> &TaskEntry {
-        let offset = core::mem::offset_of!(TaskEntry, work);
-        let index = (head as usize - offset - self.entries as usize) / core::mem::size_of::<TaskEntry>();
+    /// `head` was obtained from [`TaskSlot::work_head`] of an entry of this table.
+    pub(crate) unsafe fn entry_of_work(&self, head: *mut ffi::callback_head) -> &TaskSlot {
+        let offset = core::mem::offset_of!(TaskSlot, work);
+        let index = (head as usize - offset - self.entries as usize) / core::mem::size_of::<TaskSlot>();
         &self.entries()[index]
     }
 
@@ -149,7 +149,7 @@ impl Tasks {
     }
 }
 
-impl TaskEntry {
+impl TaskSlot {
     /// The `struct callback_head` of this entry, for task_work_add().
     pub(crate) fn work_head(&self) -> *mut ffi::callback_head {
         self.work.get().cast()
@@ -164,7 +164,7 @@ impl TaskEntry {
     }
 }
 
-impl Drop for Tasks {
+impl Drop for TaskSlots {
     fn drop(&mut self) {
         for entry in self.entries() {
             entry.free_cache();

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #![cfg(not(loom))]
-use unwind_core::file_cache::{set_of, FileCache, REMINDER_EVERY, WAYS};
-use unwind_core::option::parse_bool_option;
+use unwind_logic::file_cache::{set_of, FileCache, REMINDER_EVERY, WAYS};
+use unwind_logic::option::parse_bool_option;
 
 #[test]
 fn option_accepts_exactly_zero_and_one() {
@@ -86,7 +86,7 @@ fn hashes_sharing_a_set_do_not_evict_each_other() {
 }
 
 mod cookie_placement {
-    use unwind_core::cookie_placement::{Follows, Placement, RINGBUF_TYPE_PADDING};
+    use unwind_logic::cookie_placement::{Follows, Placement, RINGBUF_TYPE_PADDING};
 
     const SUBBUF: u64 = 4096;
     const HEADER: u64 = 16;

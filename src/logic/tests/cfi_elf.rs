@@ -10,7 +10,7 @@ use std::ffi::{c_char, c_void, CStr};
 
 use cfi_common::*;
 use object::{Object, ObjectSegment, ObjectSymbol};
-use unwind_core::cfi::elf::{self, ElfError};
+use unwind_logic::cfi::elf::{self, ElfError};
 
 #[repr(C)]
 struct DlPhdrInfo {

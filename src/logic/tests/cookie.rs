@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #![cfg(not(loom))]
-use unwind_core::cookie;
+use unwind_logic::cookie;
 
 #[test]
 fn cookie_is_never_zero_and_encodes_cpu() {

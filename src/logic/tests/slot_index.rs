@@ -5,7 +5,7 @@
 #![cfg(not(loom))]
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use unwind_core::task_table::{Slot, TableFull, TaskTable, PROBE_WINDOW};
+use unwind_logic::slot_index::{Slot, SlotIndex, TableFull, PROBE_WINDOW};
 
 const KEY: usize = 0xffff_8880_0123_4540;
 
@@ -17,7 +17,7 @@ fn slots(n: usize) -> Vec<Slot> {
 fn insert_find_release() {
     let s = slots(64);
     let live = AtomicUsize::new(0);
-    let t = TaskTable::new(&s, &live).unwrap();
+    let t = SlotIndex::new(&s, &live).unwrap();
     assert_eq!(live.load(Ordering::Relaxed), 0);
     assert_eq!(t.find(KEY), None);
     let i = t.find_or_insert(KEY).unwrap();
@@ -38,15 +38,15 @@ fn insert_find_release() {
 #[test]
 fn rejects_bad_sizes() {
     let live = AtomicUsize::new(0);
-    assert!(TaskTable::new(&slots(48), &live).is_none());
-    assert!(TaskTable::new(&slots(16), &live).is_none());
+    assert!(SlotIndex::new(&slots(48), &live).is_none());
+    assert!(SlotIndex::new(&slots(16), &live).is_none());
 }
 
 #[test]
 fn full_window_is_an_error_not_a_crash() {
     let s = slots(PROBE_WINDOW);
     let live = AtomicUsize::new(0);
-    let t = TaskTable::new(&s, &live).unwrap();
+    let t = SlotIndex::new(&s, &live).unwrap();
     for k in 1..=PROBE_WINDOW {
         t.find_or_insert(k << 6).unwrap();
     }
@@ -63,7 +63,7 @@ fn full_window_is_an_error_not_a_crash() {
 fn many_short_lived_tasks_leave_table_as_before() {
     let s = slots(4096);
     let live = AtomicUsize::new(0);
-    let t = TaskTable::new(&s, &live).unwrap();
+    let t = SlotIndex::new(&s, &live).unwrap();
     let keep: Vec<usize> = (1..100).map(|k| k * 0x2c0).collect();
     for &k in &keep {
         t.find_or_insert(k).unwrap();
@@ -96,7 +96,7 @@ fn nested_insertions_agree_on_one_slot() {
                 for release_at in 0..40 {
                     let s = slots(64);
                     let live = AtomicUsize::new(0);
-                    let t = TaskTable::new(&s, &live).unwrap();
+                    let t = SlotIndex::new(&s, &live).unwrap();
                     // Other tasks' slots around KEY's window.
                     for &k in others.iter().take(4) {
                         let _ = t.find_or_insert(k);
@@ -159,14 +159,14 @@ fn nested_insertions_agree_on_one_slot() {
 fn bench_table() {
     let s = slots(4096);
     let live = AtomicUsize::new(0);
-    let t = TaskTable::new(&s, &live).unwrap();
+    let t = SlotIndex::new(&s, &live).unwrap();
     // task_struct addresses: 8 KiB apart, as the slab hands them out.
     let keys: Vec<usize> = (0..8).map(|i| 0xffff_8880_0400_0000 + i * 0x2400).collect();
     for &k in &keys {
         t.find_or_insert(k).unwrap();
     }
     #[inline(never)]
-    fn bench_lookups(t: &TaskTable<'_>, key: usize, n: usize) -> usize {
+    fn bench_lookups(t: &SlotIndex<'_>, key: usize, n: usize) -> usize {
         (0..n)
             .map(|_| t.find_or_insert(std::hint::black_box(key)).unwrap())
             .sum()

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #![cfg(not(loom))]
 use std::collections::HashMap;
-use unwind_core::walker::{walk, Stop, UserMemory, UserRegs, Windowed, WordReader, WINDOW_WORDS};
+use unwind_logic::walker::{walk, Stop, UserMemory, UserRegs, Windowed, WordReader, WINDOW_WORDS};
 
 const USER_END: u64 = 0x7fff_ffff_f000;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #![cfg(not(loom))]
-use unwind_core::file_id::{file_offset, fold_file_hash, HASH_ANON, HASH_NO_MAPPING};
+use unwind_logic::file_id::{file_offset, fold_file_hash, HASH_ANON, HASH_NO_MAPPING};
 
 #[test]
 fn folded_hash_avoids_reserved_values() {

@@ -3,8 +3,8 @@
 //! first, the least recently used dropped when full.
 #![cfg(not(loom))]
 
-use unwind_core::cfi::{Lookup, ModuleInfo};
-use unwind_core::task_maps::{Stamp, TaskMaps, TASK_MAPS};
+use unwind_logic::cfi::{Lookup, ModuleInfo};
+use unwind_logic::task_maps::{Stamp, TaskMaps, TASK_MAPS};
 
 fn module(id: u64) -> Lookup {
     Lookup::Module(ModuleInfo {

@@ -18,14 +18,14 @@ mod cfi_common;
 use std::path::Path;
 
 use cfi_common::*;
-use unwind_core::cfi::compact::{step_compact, SLOTS};
-use unwind_core::cfi::eh_frame::parse_fde;
-use unwind_core::cfi::interp::row_for_pc;
-use unwind_core::cfi::memory::STACK_WINDOW_BYTES;
-use unwind_core::cfi::regs::*;
-use unwind_core::cfi::row::{CfaRule, Row, Rule};
-use unwind_core::cfi::step::step;
-use unwind_core::cfi::*;
+use unwind_logic::cfi::compact::{step_compact, SLOTS};
+use unwind_logic::cfi::eh_frame::parse_fde;
+use unwind_logic::cfi::interp::row_for_pc;
+use unwind_logic::cfi::memory::STACK_WINDOW_BYTES;
+use unwind_logic::cfi::regs::*;
+use unwind_logic::cfi::row::{CfaRule, Row, Rule};
+use unwind_logic::cfi::step::step;
+use unwind_logic::cfi::*;
 
 const STACK: u64 = 0x7ffd_0000_0000;
 const STACK_LEN: u64 = 0x1000;
@@ -310,7 +310,7 @@ fn walks_match_the_reference_on_libc() {
 /// (the compact step's fast path for them).
 #[test]
 fn walks_match_the_reference_on_frame_pointer_code() {
-    let dir = std::env::temp_dir().join(format!("unwind-core-fp-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("unwind-logic-fp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let prog = built_programs(&dir)
         .into_iter()
@@ -326,7 +326,7 @@ fn walks_match_the_reference_on_frame_pointer_code() {
     };
     let mut mem = elf.memory(0);
     let records = (elf.text..elf.text + elf.text_len)
-        .filter_map(|pc| unwind_core::cfi::unwinder::compute_row(&mut mem, &module, pc).ok())
+        .filter_map(|pc| unwind_logic::cfi::unwinder::compute_row(&mut mem, &module, pc).ok())
         .filter_map(|row| CompactRow::from_row(&row))
         .filter(|c| c.is_frame_record())
         .count();
@@ -472,7 +472,7 @@ fn row_cache_keeps_full_rows_in_turn() {
     };
     compact.rules.regs[RA as usize] = Rule::Offset(-8);
     compact.rules.regs[RBP as usize] = Rule::Offset(-16);
-    let entries = unwind_core::cfi::cache::FULL_ROW_ENTRIES as u64;
+    let entries = unwind_logic::cfi::cache::FULL_ROW_ENTRIES as u64;
     for pc in 0..entries {
         let mut r = full;
         r.rules.cfa = CfaRule::RegOffset {
@@ -631,7 +631,7 @@ fn stack_window_fills() {
     let mut inner = SegMem::default();
     inner.add(0x10_0000, (0..3 * PAGE).map(|i| (i / 8) as u8).collect());
     let window_len = STACK_WINDOW_BYTES as u64;
-    let short = unwind_core::cfi::memory::STACK_SHORT_FILL as u64;
+    let short = unwind_logic::cfi::memory::STACK_SHORT_FILL as u64;
     let mut r = ReadAhead::new(&mut inner, PAGE, USER_END, u64::MAX);
     let mut w = StackWindow::new();
     let word = |a: u64| u64::from_le_bytes([((a - 0x10_0000) / 8) as u8; 8]);

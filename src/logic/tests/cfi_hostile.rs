@@ -11,14 +11,14 @@ mod cfi_common;
 use std::path::Path;
 
 use cfi_common::*;
-use unwind_core::cfi::eh_frame::parse_fde;
-use unwind_core::cfi::eh_frame_hdr::{self, MAX_SEARCH_STEPS};
-use unwind_core::cfi::expr::eval;
-use unwind_core::cfi::interp::{row_for_pc, MAX_CFA_INSTRUCTIONS};
-use unwind_core::cfi::memory::MAX_LEB128_BYTES;
-use unwind_core::cfi::regs::{RA, RSP};
-use unwind_core::cfi::unwinder::compute_row;
-use unwind_core::cfi::*;
+use unwind_logic::cfi::eh_frame::parse_fde;
+use unwind_logic::cfi::eh_frame_hdr::{self, MAX_SEARCH_STEPS};
+use unwind_logic::cfi::expr::eval;
+use unwind_logic::cfi::interp::{row_for_pc, MAX_CFA_INSTRUCTIONS};
+use unwind_logic::cfi::memory::MAX_LEB128_BYTES;
+use unwind_logic::cfi::regs::{RA, RSP};
+use unwind_logic::cfi::unwinder::compute_row;
+use unwind_logic::cfi::*;
 
 /// Reads per CFA instruction at most: the opcode, two LEB128 operands byte by byte, and an
 /// expression (unwindowed memory).
@@ -60,7 +60,7 @@ fn checked_walk(mem: &mut SegMem, source: &mut MapSource, regs: Regs, mode: Mode
         stats = u.stats();
     }
     assert!(stats.bytes_read <= params.byte_budget);
-    assert!(stats.signal_frames <= unwind_core::cfi::unwinder::MAX_SIGNAL_FRAMES);
+    assert!(stats.signal_frames <= unwind_logic::cfi::unwinder::MAX_SIGNAL_FRAMES);
     let mut out = [0u64; OUT];
     let mut cache = RowCache::new();
     let r = walk(mem, source, &mut cache, &regs, &params, &mut out);
@@ -340,7 +340,7 @@ fn cyclic_stack() {
     let mut source = MapSource::default();
     source.add(0x40_0000, 0x40_0100, Lookup::NoInfo);
     let mut regs = random_regs(&mut Rng(3), 0x40_0000, stack);
-    regs.set(unwind_core::cfi::regs::RBP, stack + 0x40);
+    regs.set(unwind_logic::cfi::regs::RBP, stack + 0x40);
     mem.write(stack + 0x40, &(stack + 0x60).to_le_bytes());
     mem.write(stack + 0x48, &0x40_0020u64.to_le_bytes());
     mem.write(stack + 0x60, &(stack + 0x40).to_le_bytes());

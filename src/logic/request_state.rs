@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The per-task state machine of deferred unwinding (what upstream keeps in
-//! `task_struct::unwind_info`), without the task: the module pairs one [`TaskState`] with
+//! `task_struct::unwind_info`), without the task: the module pairs one [`RequestState`] with
 //! each task in its side table.
 //!
 //! Contexts. Requests run on the task's own CPU, in task, IRQ or NMI context; the task work
@@ -23,7 +23,7 @@
 //!    a work that had not asked yet sets `PENDING` again, and the task work runs again,
 //!    calling only that work (the completed set filters the others), with the same cached
 //!    stack and cookie.
-//! 4. At the end of the task work the state resets ([`TaskState::end_entry`]), unless
+//! 4. At the end of the task work the state resets ([`RequestState::end_entry`]), unless
 //!    `PENDING` is set (a request came in during the callbacks): then the task work that
 //!    request queued ends the entry. Upstream resets at the return to user space instead;
 //!    a module has no hook there but the user-return notifier, which every return to user
@@ -57,13 +57,13 @@ pub enum Request {
 ///   requester that saw [`Request::QueueTaskWork`]).
 /// * `completed` ⊆ work bits whose callback ran in this entry.
 #[derive(Debug)]
-pub struct TaskState {
+pub struct RequestState {
     mask: AtomicUsize,
     completed: AtomicUsize,
     cookie: AtomicU64,
 }
 
-impl TaskState {
+impl RequestState {
     /// A task that never requested.
     #[cfg(not(loom))]
     pub const fn new() -> Self {
@@ -227,7 +227,7 @@ impl TaskState {
 }
 
 #[cfg(not(loom))]
-impl Default for TaskState {
+impl Default for RequestState {
     fn default() -> Self {
         Self::new()
     }

@@ -20,9 +20,9 @@ use std::process::Command;
 
 use cfi_common::*;
 use object::{Object, ObjectSymbol};
-use unwind_core::cfi::elf;
-use unwind_core::cfi::regs::{RA, RSP};
-use unwind_core::cfi::{
+use unwind_logic::cfi::elf;
+use unwind_logic::cfi::regs::{RA, RSP};
+use unwind_logic::cfi::{
     walk, ElfInfo, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, Regs, RowCache, Stop,
     UnwindInfoSource, Unwinder, WalkParams,
 };
@@ -426,7 +426,7 @@ fn run_prog(prog: &Path, dir: &Path, mode: &str) -> bool {
 }
 
 /// Unwinds the snapshot in `mode`; returns the frames' names, the stop reason, the IPs.
-fn unwind(snap: &mut Snapshot, mode: Mode) -> (Vec<u64>, Stop, unwind_core::cfi::WalkStats) {
+fn unwind(snap: &mut Snapshot, mode: Mode) -> (Vec<u64>, Stop, unwind_logic::cfi::WalkStats) {
     let regs = Regs::all_known(snap.regs);
     let mut mem = snap.mem.clone();
     let mut cache = RowCache::new();
@@ -664,7 +664,7 @@ fn fp_mode_is_the_frame_pointer_walk() {
     let regs = snap.regs;
     let mut mem = snap.mem.clone();
     struct Frames<'a>(&'a mut SegMem);
-    impl unwind_core::walker::UserMemory for Frames<'_> {
+    impl unwind_logic::walker::UserMemory for Frames<'_> {
         fn read_frame(&mut self, fp: u64) -> Option<[u64; 2]> {
             let s = self.0.slice(fp, 16)?;
             Some([
@@ -674,9 +674,9 @@ fn fp_mode_is_the_frame_pointer_walk() {
         }
     }
     let mut out = [0u64; 128];
-    let (n, old_stop) = unwind_core::walker::walk(
+    let (n, old_stop) = unwind_logic::walker::walk(
         &mut Frames(&mut mem),
-        unwind_core::walker::UserRegs {
+        unwind_logic::walker::UserRegs {
             ip: regs[16],
             sp: regs[7],
             fp: regs[6],
@@ -711,7 +711,7 @@ impl BenchMem {
     }
 }
 
-impl unwind_core::cfi::UnwindMemory for BenchMem {
+impl unwind_logic::cfi::UnwindMemory for BenchMem {
     #[inline(never)]
     fn read(&mut self, addr: u64, out: &mut [u8]) -> bool {
         self.calls += 1;
@@ -794,7 +794,7 @@ fn bench_warm_walks(
 /// run: the reads of a walk (which never cross a page end) then repeat exactly.
 fn bench_setup() -> Option<(PathBuf, BenchMem, BenchSource, Regs)> {
     // The directory is an argument of the program: a name of fixed length.
-    let dir = std::env::temp_dir().join(format!("unwind-core-bench-{:010}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("unwind-logic-bench-{:010}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let prog = build_prog(&dir)?;
@@ -847,7 +847,7 @@ fn warm_walk_reads_a_window_every_few_frames() {
         "{per_frame} reads per frame: {warm:?}"
     );
     // Windows of the stack only (each at most STACK_WINDOW_BYTES).
-    let window = unwind_core::cfi::memory::STACK_WINDOW_BYTES as u64;
+    let window = unwind_logic::cfi::memory::STACK_WINDOW_BYTES as u64;
     assert!(warm.stats.bytes_read <= u64::from(warm.stats.read_calls) * window);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,7 +16,7 @@
 //! So that looking up a task that has no slot (the common case on the return-to-user path,
 //! which runs for every task) costs one load instead of a window scan, each slot also counts
 //! the keys *homed* there (whose window starts at it) that own a slot: zero means absent.
-//! `tests/task_table.rs` checks every nesting of two insertions and a remote release.
+//! `tests/slot_index.rs` checks every nesting of two insertions and a remote release.
 
 use super::sync::{AtomicUsize, Ordering};
 
@@ -74,7 +74,7 @@ impl Default for Slot {
     }
 }
 
-/// Hooks called between the atomic steps of [`TaskTable::find_or_insert_with`]: the tests
+/// Hooks called between the atomic steps of [`SlotIndex::find_or_insert_with`]: the tests
 /// run interrupting contexts there. The module passes `|| {}`, which compiles away.
 pub trait Interleave {
     /// Called after each atomic access.
@@ -95,12 +95,12 @@ impl<F: FnMut()> Interleave for F {
 /// * `live` ≥ the number of owned slots: like each slot's `homed`, it is raised before a
 ///   claim and lowered after a release, so a reader that sees 0 knows that no task has a
 ///   slot (the return-to-user path uses this to skip the lookup altogether).
-pub struct TaskTable<'a> {
+pub struct SlotIndex<'a> {
     slots: &'a [Slot],
     live: &'a AtomicUsize,
 }
 
-impl<'a> TaskTable<'a> {
+impl<'a> SlotIndex<'a> {
     /// Returns `None` unless `slots.len()` is a power of two and at least [`PROBE_WINDOW`].
     /// `live` counts the owned slots of `slots` (0 for a new table): every view of one
     /// slot array must be given the same counter.
@@ -172,7 +172,7 @@ impl<'a> TaskTable<'a> {
         self.find_or_insert_with(key, &mut || {})
     }
 
-    /// [`TaskTable::find_or_insert`] with a hook between atomic steps (for tests).
+    /// [`SlotIndex::find_or_insert`] with a hook between atomic steps (for tests).
     pub fn find_or_insert_with(
         &self,
         key: usize,

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Sequential semantics of one task's state across kernel entries.
 #![cfg(not(loom))]
-use unwind_core::task_state::{Request, TaskState};
+use unwind_logic::request_state::{Request, RequestState};
 
 /// A request with a fixed cookie source.
-fn req(s: &TaskState, bit: u32) -> Request {
+fn req(s: &RequestState, bit: u32) -> Request {
     s.request(bit, || 0x5_0000_0001).0
 }
 
 /// Runs the task work: returns the bits called back.
-fn task_work(s: &TaskState) -> Vec<u32> {
+fn task_work(s: &RequestState) -> Vec<u32> {
     let bits = s.take_pending();
     let called: Vec<u32> = (1..64).filter(|b| bits & (1 << b) != 0).collect();
     for &b in &called {
@@ -20,7 +20,7 @@ fn task_work(s: &TaskState) -> Vec<u32> {
 
 #[test]
 fn two_works_one_entry_one_task_work_same_cookie() {
-    let s = TaskState::new();
+    let s = RequestState::new();
     let (r, c1) = s.request(1, || 0x101);
     assert_eq!(r, Request::QueueTaskWork);
     let (r, c2) = s.request(2, || unreachable!("cookie already assigned"));
@@ -47,7 +47,7 @@ fn two_works_one_entry_one_task_work_same_cookie() {
 
 #[test]
 fn late_request_from_other_work_runs_only_that_callback() {
-    let s = TaskState::new();
+    let s = RequestState::new();
     assert_eq!(req(&s, 1), Request::QueueTaskWork);
     assert_eq!(task_work(&s), vec![1]);
     // Event on the way out from another tracer: the task work runs again for it alone.
@@ -61,7 +61,7 @@ fn late_request_from_other_work_runs_only_that_callback() {
 
 #[test]
 fn reset_waits_for_pending_task_work() {
-    let s = TaskState::new();
+    let s = RequestState::new();
     let (r, c) = s.request(1, || 9);
     assert_eq!(r, Request::QueueTaskWork);
     assert!(!s.end_entry(), "pending task work keeps the entry's state");
@@ -73,14 +73,14 @@ fn reset_waits_for_pending_task_work() {
 
 #[test]
 fn nothing_requested_nothing_reset() {
-    let s = TaskState::new();
+    let s = RequestState::new();
     assert!(!s.end_entry());
     assert_eq!(s.take_pending(), 0);
 }
 
 #[test]
 fn cancel_removes_the_bit_everywhere() {
-    let s = TaskState::new();
+    let s = RequestState::new();
     assert_eq!(req(&s, 1), Request::QueueTaskWork);
     assert_eq!(req(&s, 2), Request::Queued);
     s.cancel(2);
@@ -95,7 +95,7 @@ fn cancel_removes_the_bit_everywhere() {
 
 #[test]
 fn aborted_queue_leaves_no_trace() {
-    let s = TaskState::new();
+    let s = RequestState::new();
     assert_eq!(req(&s, 4), Request::QueueTaskWork);
     s.abort_queue(4);
     assert!(!s.is_pending());

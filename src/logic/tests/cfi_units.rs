@@ -7,16 +7,16 @@
 mod cfi_common;
 
 use cfi_common::*;
-use unwind_core::cfi::eh_frame::{parse_cie, parse_fde};
-use unwind_core::cfi::eh_frame_hdr;
-use unwind_core::cfi::expr::{eval, MAX_EXPR_OPS, MAX_EXPR_STACK};
-use unwind_core::cfi::interp::{row_for_pc, MAX_CFA_INSTRUCTIONS, REMEMBER_DEPTH};
-use unwind_core::cfi::memory::{ReadFailure, MAX_BYTES_PER_WALK, WINDOW_BYTES};
-use unwind_core::cfi::regs::*;
-use unwind_core::cfi::row::{CfaRule, ExprRef, Row, Rule, MAX_EXPR_LEN};
-use unwind_core::cfi::step::step;
-use unwind_core::cfi::unwinder::{compute_row, Method, MAX_SIGNAL_FRAMES};
-use unwind_core::cfi::*;
+use unwind_logic::cfi::eh_frame::{parse_cie, parse_fde};
+use unwind_logic::cfi::eh_frame_hdr;
+use unwind_logic::cfi::expr::{eval, MAX_EXPR_OPS, MAX_EXPR_STACK};
+use unwind_logic::cfi::interp::{row_for_pc, MAX_CFA_INSTRUCTIONS, REMEMBER_DEPTH};
+use unwind_logic::cfi::memory::{ReadFailure, MAX_BYTES_PER_WALK, WINDOW_BYTES};
+use unwind_logic::cfi::regs::*;
+use unwind_logic::cfi::row::{CfaRule, ExprRef, Row, Rule, MAX_EXPR_LEN};
+use unwind_logic::cfi::step::step;
+use unwind_logic::cfi::unwinder::{compute_row, Method, MAX_SIGNAL_FRAMES};
+use unwind_logic::cfi::*;
 
 // ---------------------------------------------------------------------------------------
 // Read-ahead

@@ -2,7 +2,7 @@
 //! Model checks of the per-task state machine with loom (every interleaving, every allowed
 //! memory ordering outcome). Run with:
 //!
-//!   RUSTFLAGS="--cfg loom" cargo test -p unwind-core --release --test loom
+//!   RUSTFLAGS="--cfg loom" cargo test -p unwind-logic --release --test loom
 //!
 //! Threads stand for the contexts of one task (task-context request, NMI request, task
 //! work) and for a canceller on another CPU. Thread interleavings include every nesting, so
@@ -11,11 +11,11 @@
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use unwind_core::task_state::{Request, TaskState};
+use unwind_logic::request_state::{Request, RequestState};
 
 /// Task work "queue": counts queued task works (task_work_add).
 struct World {
-    state: TaskState,
+    state: RequestState,
     queued: AtomicUsize,
     /// Per bit: how many times its callback ran, and the cookie it saw.
     calls: [AtomicUsize; 4],
@@ -26,7 +26,7 @@ struct World {
 impl World {
     fn new() -> Self {
         Self {
-            state: TaskState::new(),
+            state: RequestState::new(),
             queued: AtomicUsize::new(0),
             calls: Default::default(),
             seen_cookie: Default::default(),

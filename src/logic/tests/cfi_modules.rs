@@ -4,8 +4,8 @@
 //! finds what it kept, forgets what a collision replaced, and ignores key 0.
 #![cfg(not(loom))]
 
-use unwind_core::cfi::elf;
-use unwind_core::cfi::modules::{find, keep, ModuleSlot, ModuleSummary};
+use unwind_logic::cfi::elf;
+use unwind_logic::cfi::modules::{find, keep, ModuleSlot, ModuleSummary};
 
 const PAGE: u64 = 4096;
 const FILES: &[&str] = &[

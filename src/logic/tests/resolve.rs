@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #![cfg(not(loom))]
-use unwind_core::file_id::{HASH_ANON, HASH_NO_MAPPING};
-use unwind_core::resolve::{resolve, AddressSpace, Mapping};
+use unwind_logic::file_id::{HASH_ANON, HASH_NO_MAPPING};
+use unwind_logic::resolve::{resolve, AddressSpace, Mapping};
 
 const SHIFT: u32 = 12;
 const BIN: usize = 0xb1;

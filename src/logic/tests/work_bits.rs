@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #![cfg(not(loom))]
-use unwind_core::work_bits::{WorkBits, MAX_WORKS, PENDING};
+use unwind_logic::work_bits::{WorkBits, MAX_WORKS, PENDING};
 
 #[test]
 fn allocates_lowest_free_bit_until_busy() {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use object::{Object, ObjectSection, ObjectSegment};
-use unwind_core::cfi::{
+use unwind_logic::cfi::{
     Located, Lookup, Mode, ModuleInfo, ReadAhead, Regs, Stop, UnwindInfoSource, UnwindMemory,
     WalkParams,
 };
@@ -169,7 +169,7 @@ impl Rng {
 
 /// A per-test temporary directory (removed and re-created).
 pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("unwind-core-{}-{}", name, std::process::id()));
+    let dir = std::env::temp_dir().join(format!("unwind-logic-{}-{}", name, std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -516,8 +516,8 @@ int main(int argc, char **) {
 "#;
 
 /// The walk as the unwinder did it before rows had a compact form, as the reference the
-/// differential tests compare [`unwind_core::cfi::walk`] with: for every frame the row is
-/// computed (no cache), applied by the general [`unwind_core::cfi::step::step`] through a
+/// differential tests compare [`unwind_logic::cfi::walk`] with: for every frame the row is
+/// computed (no cache), applied by the general [`unwind_logic::cfi::step::step`] through a
 /// plain [`ReadAhead`], and the caller checked as the driver checks it. Returns the
 /// entries, the stop reason and the counts of CFI, frame-pointer and signal frames.
 pub fn reference_walk<M: UnwindMemory, S: UnwindInfoSource>(
@@ -527,10 +527,10 @@ pub fn reference_walk<M: UnwindMemory, S: UnwindInfoSource>(
     params: &WalkParams,
     max: usize,
 ) -> (Vec<u64>, Stop, [u32; 3]) {
-    use unwind_core::cfi::regs::{RA, RBP, RSP};
-    use unwind_core::cfi::step::step;
-    use unwind_core::cfi::unwinder::{compute_row, MAX_SIGNAL_FRAMES};
-    use unwind_core::cfi::{Error, Invalid};
+    use unwind_logic::cfi::regs::{RA, RBP, RSP};
+    use unwind_logic::cfi::step::step;
+    use unwind_logic::cfi::unwinder::{compute_row, MAX_SIGNAL_FRAMES};
+    use unwind_logic::cfi::{Error, Invalid};
     let mut reader = ReadAhead::new(mem, params.page_size, params.user_end, params.byte_budget);
     let mut counts = [0u32; 3];
     let user_end = params.user_end;
