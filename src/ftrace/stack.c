@@ -233,43 +233,37 @@ unsigned int ud_stack_file_run(void *ctx, void *file)
 	return hash;
 }
 
-void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace, u64 cookie)
+/*
+ * The stack's frames as (file offset, file hash), under the mmap lock: an array of `nr`
+ * offsets followed by `nr` hashes (kfree() it), or NULL. Files the instance must be told
+ * about are left in space->pending.
+ */
+static u64 *ud_resolve_frames(struct ud_stack_space *space, const u64 *frames, unsigned int nr)
 {
-	struct ud_instance *inst = container_of(work, struct ud_instance, work);
-	struct ud_stack_space space = { .mm = current->mm, .inst = inst };
+	/*
+	 * Sized to the stack (12 bytes a frame, under 1 KiB for most): a fixed 6 KiB buffer
+	 * would come from the page allocator on every stack with SLUB_TINY.
+	 */
+	u64 *offsets = kmalloc_array(nr, sizeof(*offsets) + sizeof(u32), GFP_KERNEL);
+
+	if (!offsets)
+		return NULL;
+	space->cache_gen = atomic64_read(&space->inst->cache_gen);
+	mmap_read_lock(space->mm);
+	ud_rs_resolve_stack(space, frames, offsets, (u32 *)(offsets + nr), nr);
+	mmap_read_unlock(space->mm);
+	return offsets;
+}
+
+/*
+ * Without the mmap lock: path and build-id of each file to announce, as a list in walk
+ * order (the walk's first file first). Drops the pending list's file references.
+ */
+static struct ud_file_note *ud_describe_pending(struct ud_file_pending *pending)
+{
 	struct ud_file_note *notes = NULL, *note;
-	struct ud_file_pending *pending, *p;
-	struct trace_buffer *buffer;
-	struct trace_array *tr;
-	unsigned int nr = trace->nr, trace_ctx;
-	u64 *offsets = NULL;
-	u32 *hashes = NULL;
+	struct ud_file_pending *p;
 
-	if (!space.mm)
-		nr = 0;
-	nr = min_t(unsigned int, nr, UD_MAX_STACK_ENTRIES);
-
-	if (nr) {
-		/*
-		 * Sized to the stack (12 bytes a frame, under 1 KiB for most): a fixed 6 KiB
-		 * buffer would come from the page allocator on every stack with SLUB_TINY.
-		 */
-		offsets = kmalloc_array(nr, sizeof(*offsets) + sizeof(*hashes), GFP_KERNEL);
-		if (!offsets) {
-			ud_count(errors);
-			return;
-		}
-		hashes = (u32 *)(offsets + nr);
-		space.cache_gen = atomic64_read(&inst->cache_gen);
-		mmap_read_lock(space.mm);
-		ud_rs_resolve_stack(&space, (const u64 *)trace->entries, offsets, hashes, nr);
-		mmap_read_unlock(space.mm);
-		if (space.error)
-			ud_count(errors);
-	}
-
-	/* Without the mmap lock: path and build-id of the files to announce. */
-	pending = space.pending;
 	while (pending) {
 		p = pending;
 		pending = p->next;
@@ -277,12 +271,22 @@ void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace
 		fput(p->file);
 		kfree(p);
 		if (note) {
-			note->next = notes;	/* the walk's first file ends up first */
+			note->next = notes;
 			notes = note;
 		} else {
 			ud_count(errors);
 		}
 	}
+	return notes;
+}
+
+/* Writes the file_cache events of `notes`, then the stack, into the instance's buffer. */
+static void ud_write_records(struct ud_instance *inst, struct ud_file_note *notes, u64 cookie,
+			     const u64 *offsets, const u32 *hashes, unsigned int nr)
+{
+	struct trace_buffer *buffer;
+	struct trace_array *tr;
+	unsigned int trace_ctx;
 
 	/* Ring-buffer writes need preemption off; it also pins inst->tr (see ud_instance). */
 	preempt_disable_notrace();
@@ -290,8 +294,8 @@ void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace
 	if (tr) {
 		buffer = READ_ONCE(tr->array_buffer.buffer);
 		trace_ctx = ud_trace_ctx();
-		for (note = notes; note; note = note->next) {
-			if (ud_write_file(buffer, note->hash, note->path, note->build_id, trace_ctx))
+		for (; notes; notes = notes->next) {
+			if (ud_write_file(buffer, notes->hash, notes->path, notes->build_id, trace_ctx))
 				ud_count(files);
 		}
 		if (nr > ud_max_frames(buffer)) {
@@ -305,7 +309,27 @@ void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace
 			ud_count(stacks_lost);
 	}
 	preempt_enable_notrace();
+}
 
+void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace, u64 cookie)
+{
+	struct ud_instance *inst = container_of(work, struct ud_instance, work);
+	struct ud_stack_space space = { .mm = current->mm, .inst = inst };
+	struct ud_file_note *notes, *note;
+	unsigned int nr = space.mm ? min_t(unsigned int, trace->nr, UD_MAX_STACK_ENTRIES) : 0;
+	u64 *offsets = NULL;
+
+	if (nr) {
+		offsets = ud_resolve_frames(&space, (const u64 *)trace->entries, nr);
+		if (!offsets) {
+			ud_count(errors);
+			return;
+		}
+		if (space.error)
+			ud_count(errors);
+	}
+	notes = ud_describe_pending(space.pending);
+	ud_write_records(inst, notes, cookie, offsets, offsets ? (u32 *)(offsets + nr) : NULL, nr);
 	while (notes) {
 		note = notes->next;
 		kfree(notes);
