@@ -44,9 +44,7 @@ void ud_hooks_report(void);
 
 /* --- Context of the current task -------------------------------------------------- */
 
-/* The current task. */
-struct task_struct *ud_current(void);
-bool ud_in_nmi(void);
+/* The CPU we run on; CPU ids; interrupts; task references. */
 unsigned int ud_smp_processor_id(void);
 unsigned int ud_nr_cpu_ids(void);
 unsigned long ud_local_irq_save(void);
@@ -118,9 +116,7 @@ void ud_work_call(struct unwind_work *work, unsigned long *entries, unsigned int
 
 /* --- Misc kernel services ----------------------------------------------------------- */
 
-void *ud_kzalloc(unsigned long size);
 void *ud_vzalloc(unsigned long size);
-void ud_kfree(void *p);
 void ud_vfree(void *p);
 void ud_msleep(unsigned int ms);
 void ud_pr_warn_table_full(void);
@@ -146,6 +142,9 @@ unsigned long ud_rs_stats(char *buf, unsigned long len);
 unsigned long ud_rs_unwinder_stats(char *buf, unsigned long len);
 /* ftrace integration (src/ftrace.rs): the pure decisions of the tracer, src/ftrace/. */
 int ud_rs_parse_bool_option(const char *buf, unsigned long len);
+/* A token written to trace_options: 1 (userstacktrace_delay), 0 (nouserstacktrace_delay),
+ * or -1 (another option). */
+int ud_rs_parse_trace_option(const char *token, unsigned long len);
 unsigned int ud_rs_fold_file_hash(ud_u64 hash);
 /*
  * Whether a cookie reserved at @reserved (its struct ring_buffer_event) follows the event

@@ -1,43 +1,321 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The functions C calls in Rust (`ud_rs_*`), checked against their C declarations.
+//! Where C and Rust meet: the module's load and unload, which start and stop the C hooks,
+//! and the functions C calls in Rust (`ud_rs_*`). Each entry point turns what C passes
+//! (raw pointers) into the safe types of src/sys.rs, saying why that holds, and calls safe
+//! code.
 //!
-//! rust-bindings/shim.h declares them for the C side; bindgen turns those declarations into
-//! `ffi::ud_rs_*`. Each line below makes the compiler unify the type of the declaration
-//! with the type of the Rust definition: a parameter or return type that differs between
-//! the two does not build. (Never called: only type-checked.)
+//! rust-bindings/shim.h declares the entry points for the C side; bindgen turns those
+//! declarations into `ffi::ud_rs_*`, and [`rust_functions_match_their_c_declarations`]
+//! makes the compiler unify each with its Rust definition: a parameter or return type that
+//! differs between the two does not build.
+
+use core::ffi::c_void;
+use core::ptr::NonNull;
+
+use kernel::prelude::*;
 
 use crate::ffi;
+use crate::logic::cookie_placement::Placement;
+use crate::logic::file_cache::FileCache;
+use crate::logic::{file_id, option};
+use crate::sys::{self, CurrentTask, StackContext, WorkPtr};
 use crate::{deferred, ftrace, stats};
+
+// --- Load and unload ---------------------------------------------------------------------------
+
+/// The loaded module.
+pub(crate) struct UnwindDeferred;
+
+impl kernel::Module for UnwindDeferred {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        // The Rust state must exist before the C hooks (which call into it) are live.
+        deferred::publish()?;
+        // SAFETY: called once, after the state is published.
+        let ret = unsafe { ffi::ud_c_init() };
+        if ret != 0 {
+            take_state();
+            return Err(Error::from_errno(ret));
+        }
+        // The tracer is the API's first client: it comes after the core is complete.
+        // SAFETY: called once, after ud_c_init() succeeded.
+        let ret = unsafe { ffi::ud_ftrace_init() };
+        if ret != 0 {
+            // SAFETY: undoes the successful ud_c_init() above; the tracer left nothing.
+            unsafe { ffi::ud_c_exit() };
+            take_state();
+            return Err(Error::from_errno(ret));
+        }
+        // SAFETY: only reads the hook table, which both set-ups have filled.
+        unsafe { ffi::ud_hooks_report() };
+        pr_info!("version {} loaded\n", sys::version());
+        Ok(UnwindDeferred)
+    }
+}
+
+impl Drop for UnwindDeferred {
+    fn drop(&mut self) {
+        // No client module is loaded (they depend on our symbols), so only the tracer can
+        // still request: it goes first (it cancels its works, waiting for their callbacks),
+        // then the core's C hooks (tracepoint probe, debugfs), then the task works.
+        // SAFETY: undoes the successful ud_ftrace_init() of init.
+        unsafe { ffi::ud_ftrace_exit() };
+        // SAFETY: undoes the successful ud_c_init() of init.
+        unsafe { ffi::ud_c_exit() };
+        take_state();
+        pr_info!("unloaded\n");
+    }
+}
+
+/// Takes back and frees the state, once no C hook is registered (never set up, or undone).
+fn take_state() {
+    // No hook calls in any more, so no request comes; take back or wait for the task works.
+    deferred::drain();
+    // SAFETY: the C hooks are gone or were never set up (our callers), so no request, task
+    // work or debugfs read reaches the state: `drain` took back or waited for every task
+    // work, the last users of it.
+    drop(unsafe { deferred::DEFERRED.take() });
+}
+
+// --- The core's entry points ---------------------------------------------------------------------
+
+/// # Safety
+///
+/// Called by the shim's task_work function with the `callback_head` it was queued with.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_task_work(head: *mut ffi::callback_head) {
+    deferred::task_work(head);
+}
+
+/// # Safety
+///
+/// Called from the sched_process_free probe with the dying task.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_task_free(task: *mut ffi::task_struct) {
+    // The task is only a key of the table here: it is never dereferenced.
+    deferred::task_free(task as usize);
+}
+
+/// # Safety
+///
+/// `work` is null or a valid `struct unwind_work` that outlives its registration.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_init_work(work: *mut ffi::unwind_work, func: ffi::unwind_callback_fn) -> i32 {
+    let Some(work) = NonNull::new(work) else { return EINVAL.to_errno() };
+    if func.is_none() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: the API's contract with its caller: valid until its cancel returns.
+    let work = unsafe { WorkPtr::new(work) };
+    match crate::registry::init(work, func) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// `req` is valid for reading, its `task` is current; `cookie` is valid for writing;
+/// interrupts are off (or NMI).
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_request(req: *const ffi::ud_request, cookie: *mut u64) -> i32 {
+    // SAFETY: guaranteed by our caller (src/shim.c's unwind_deferred_request()).
+    let (req, cookie) = unsafe { (&*req, &mut *cookie) };
+    let Some(task) = NonNull::new(req.task) else { return EINVAL.to_errno() };
+    // SAFETY: `req.task` is current (our caller's guarantee), and the value stays in this
+    // call.
+    let task = unsafe { CurrentTask::new(task) };
+    deferred::request(req, task, cookie)
+}
+
+/// # Safety
+///
+/// `work` is null or a valid `struct unwind_work` (initialised or not); sleepable context.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_cancel(work: *mut ffi::unwind_work) {
+    let Some(work) = NonNull::new(work) else { return };
+    // SAFETY: the API's contract: valid until this cancel returns.
+    deferred::cancel(unsafe { WorkPtr::new(work) });
+}
+
+/// The core's counters and gauges as text (debugfs `stats`); returns the bytes written.
+///
+/// # Safety
+///
+/// `buf` is valid for writing `len` bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_stats(buf: *mut u8, len: usize) -> usize {
+    // SAFETY: guaranteed by our caller.
+    deferred::write_stats(unsafe { core::slice::from_raw_parts_mut(buf, len) })
+}
+
+/// The unwinder's counters as text (debugfs `unwinder`); returns the bytes written.
+///
+/// # Safety
+///
+/// `buf` is valid for writing `len` bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_unwinder_stats(buf: *mut u8, len: usize) -> usize {
+    // SAFETY: guaranteed by our caller.
+    stats::write_unwinder_stats(unsafe { core::slice::from_raw_parts_mut(buf, len) })
+}
+
+// --- The tracer's entry points (src/ftrace/) ------------------------------------------------------
+
+/// Parses a write to `options/userstacktrace_delay`: 0 or 1, or -EINVAL.
+///
+/// # Safety
+///
+/// `buf` is valid for reading `len` bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_parse_bool_option(buf: *const u8, len: usize) -> i32 {
+    // SAFETY: guaranteed by our caller.
+    let input = unsafe { core::slice::from_raw_parts(buf, len) };
+    match option::parse_bool_option(input) {
+        Some(value) => value as i32,
+        None => EINVAL.to_errno(),
+    }
+}
+
+/// What a token written to `trace_options` does to the option: 1 (set), 0 (clear) or -1
+/// (another option).
+///
+/// # Safety
+///
+/// `token` is valid for reading `len` bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_parse_trace_option(token: *const u8, len: usize) -> i32 {
+    // SAFETY: guaranteed by our caller.
+    let token = unsafe { core::slice::from_raw_parts(token, len) };
+    match option::parse_trace_option(token) {
+        Some(value) => value as i32,
+        None => -1,
+    }
+}
+
+/// The 32-bit file hash recorded per frame, from the keyed 64-bit siphash.
+#[no_mangle]
+pub(crate) extern "C" fn ud_rs_fold_file_hash(hash: u64) -> u32 {
+    file_id::fold_file_hash(hash)
+}
+
+/// Whether a cookie reserved from the ftrace export follows the event (see
+/// [`Placement`]): the `Follows` value as an integer.
+#[no_mangle]
+pub(crate) extern "C" fn ud_rs_cookie_follows_event(
+    subbuf_size: u64,
+    subbuf_header: u64,
+    entry: u64,
+    reserved: u64,
+    end_readable: bool,
+    before: u32,
+    after: u32,
+) -> i32 {
+    let placement = Placement {
+        subbuf_size,
+        subbuf_header,
+        entry,
+        reserved,
+        end_word: end_readable.then_some((before, after)),
+    };
+    placement.follows() as i32
+}
+
+/// Resolves a stack for a `user_unwind_stack` event (see [`crate::logic::resolve`]).
+///
+/// # Safety
+///
+/// `frames` is valid for reading and `offsets`, `hashes` for writing `nr` elements (three
+/// distinct arrays); `ctx` is what `ud_stack_lookup()` and `ud_stack_file_run()` expect,
+/// valid during the call.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_resolve_stack(
+    ctx: *mut c_void,
+    frames: *const u64,
+    offsets: *mut u64,
+    hashes: *mut u32,
+    nr: u32,
+) {
+    let Some(ctx) = NonNull::new(ctx) else { return };
+    let nr = nr as usize;
+    // SAFETY: guaranteed by our caller.
+    let (frames, offsets, hashes) = unsafe {
+        (
+            core::slice::from_raw_parts(frames, nr),
+            core::slice::from_raw_parts_mut(offsets, nr),
+            core::slice::from_raw_parts_mut(hashes, nr),
+        )
+    };
+    // SAFETY: guaranteed by our caller; the context lives during this call only.
+    ftrace::resolve_stack(unsafe { StackContext::new(ctx) }, frames, offsets, hashes);
+}
+
+/// A new, empty per-instance file cache (null when out of memory).
+#[no_mangle]
+pub(crate) extern "C" fn ud_rs_file_cache_new() -> *mut ffi::ud_file_cache {
+    match KBox::new(FileCache::new(), GFP_KERNEL) {
+        // C sees the cache as the opaque `struct ud_file_cache`.
+        Ok(cache) => KBox::into_raw(cache).cast(),
+        Err(_) => core::ptr::null_mut(),
+    }
+}
+
+/// Frees a cache of [`ud_rs_file_cache_new`].
+///
+/// # Safety
+///
+/// `cache` is null or came from `ud_rs_file_cache_new` and is not used afterwards.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_file_cache_free(cache: *mut ffi::ud_file_cache) {
+    if !cache.is_null() {
+        // SAFETY: guaranteed by our caller: `cache` is the FileCache box of
+        // ud_rs_file_cache_new().
+        drop(unsafe { KBox::from_raw(cache.cast::<FileCache>()) });
+    }
+}
+
+/// Records a use of `hash` in an instance; true when a `file_cache` event must precede
+/// the stack.
+///
+/// # Safety
+///
+/// `cache` came from `ud_rs_file_cache_new`, and the caller holds the instance's
+/// cache lock (no concurrent use).
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_file_cache_use(
+    cache: *mut ffi::ud_file_cache,
+    generation: u64,
+    hash: u32,
+) -> bool {
+    // SAFETY: guaranteed by our caller: a live FileCache of ud_rs_file_cache_new(), not
+    // used concurrently.
+    let cache = unsafe { &mut *cache.cast::<FileCache>() };
+    cache.sync_generation(generation);
+    cache.use_hash(hash)
+}
+
+// --- Signatures ------------------------------------------------------------------------------------
 
 /// Compiles only if both arguments have one type.
 fn same<T>(_: T, _: T) {}
 
 #[allow(dead_code)]
 fn rust_functions_match_their_c_declarations() {
-    same::<unsafe extern "C" fn(_)>(ffi::ud_rs_task_work, deferred::ud_rs_task_work);
-    same::<unsafe extern "C" fn(_)>(ffi::ud_rs_task_free, deferred::ud_rs_task_free);
-    same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_init_work, deferred::ud_rs_init_work);
-    same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_request, deferred::ud_rs_request);
-    same::<unsafe extern "C" fn(_)>(ffi::ud_rs_cancel, deferred::ud_rs_cancel);
-    same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_stats, deferred::ud_rs_stats);
-    same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_unwinder_stats, stats::ud_rs_unwinder_stats);
-    same::<unsafe extern "C" fn(_, _) -> _>(
-        ffi::ud_rs_parse_bool_option,
-        ftrace::ud_rs_parse_bool_option,
-    );
-    same::<unsafe extern "C" fn(_) -> _>(ffi::ud_rs_fold_file_hash, ftrace::ud_rs_fold_file_hash);
+    same::<unsafe extern "C" fn(_)>(ffi::ud_rs_task_work, ud_rs_task_work);
+    same::<unsafe extern "C" fn(_)>(ffi::ud_rs_task_free, ud_rs_task_free);
+    same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_init_work, ud_rs_init_work);
+    same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_request, ud_rs_request);
+    same::<unsafe extern "C" fn(_)>(ffi::ud_rs_cancel, ud_rs_cancel);
+    same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_stats, ud_rs_stats);
+    same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_unwinder_stats, ud_rs_unwinder_stats);
+    same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_parse_bool_option, ud_rs_parse_bool_option);
+    same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_parse_trace_option, ud_rs_parse_trace_option);
+    same::<unsafe extern "C" fn(_) -> _>(ffi::ud_rs_fold_file_hash, ud_rs_fold_file_hash);
     same::<unsafe extern "C" fn(_, _, _, _, _, _, _) -> _>(
         ffi::ud_rs_cookie_follows_event,
-        ftrace::ud_rs_cookie_follows_event,
+        ud_rs_cookie_follows_event,
     );
-    same::<unsafe extern "C" fn(_, _, _, _, _)>(
-        ffi::ud_rs_resolve_stack,
-        ftrace::ud_rs_resolve_stack,
-    );
-    same::<unsafe extern "C" fn() -> _>(ffi::ud_rs_file_cache_new, ftrace::ud_rs_file_cache_new);
-    same::<unsafe extern "C" fn(_)>(ffi::ud_rs_file_cache_free, ftrace::ud_rs_file_cache_free);
-    same::<unsafe extern "C" fn(_, _, _) -> _>(
-        ffi::ud_rs_file_cache_use,
-        ftrace::ud_rs_file_cache_use,
-    );
+    same::<unsafe extern "C" fn(_, _, _, _, _)>(ffi::ud_rs_resolve_stack, ud_rs_resolve_stack);
+    same::<unsafe extern "C" fn() -> _>(ffi::ud_rs_file_cache_new, ud_rs_file_cache_new);
+    same::<unsafe extern "C" fn(_)>(ffi::ud_rs_file_cache_free, ud_rs_file_cache_free);
+    same::<unsafe extern "C" fn(_, _, _) -> _>(ffi::ud_rs_file_cache_use, ud_rs_file_cache_use);
 }

@@ -9,18 +9,20 @@
 //! * The end of the task work ends the entry (new cookie and stack for the next request):
 //!   see [`crate::logic::request_state`] for how and why this differs from upstream.
 
-use core::ptr::null_mut;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+#![deny(unsafe_code)]
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
 use crate::ffi;
 use crate::logic::cookie;
 use crate::logic::request_state::Request;
-use crate::registry::{self, SrcuReadGuard};
+use crate::registry;
 use crate::stats::{self, bump, Counter};
+use crate::sys::{self, CurrentTask, IrqsOff, Published, SrcuReadGuard, WorkPtr};
 use crate::task_slots::TaskSlots;
-use crate::unwind;
+use crate::unwind::{self, StackCache};
 
 /// Everything the hooks need, allocated at load.
 pub(crate) struct Deferred {
@@ -30,28 +32,27 @@ pub(crate) struct Deferred {
     /// Per-CPU cookie counters (`nr_cpu_ids` of them).
     counters: KVec<AtomicU32>,
     /// The event counters of debugfs (per CPU).
-    counts: stats::Counts,
+    pub(crate) counts: stats::Counts,
 }
 
-/// The live state, published after it is fully built and retracted at unload after every
-/// hook is gone (see `UnwindDeferred::drop`).
-static DEFERRED: AtomicPtr<Deferred> = AtomicPtr::new(null_mut());
+/// The live state, published after it is fully built and taken back at unload after every
+/// hook and task work is gone (see `UnwindDeferred::drop`).
+pub(crate) static DEFERRED: Published<Deferred> = Published::new();
 
-/// Task works queued and not finished: unload waits for zero (see `retract`). A shared
+/// Task works queued and not finished: unload waits for zero (see `drain`). A shared
 /// atomic, not a per-CPU counter: it goes down on another CPU than it went up, and unload
 /// needs the exact value.
 static TASK_WORKS_IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
 
-fn deferred() -> Option<&'static Deferred> {
-    // SAFETY: DEFERRED is null or points to the leaked box of `publish()`, which `retract()`
-    // frees only after every path that can reach this function has stopped.
-    unsafe { DEFERRED.load(Ordering::Acquire).as_ref() }
+/// The live state, while the module is loaded.
+#[inline]
+pub(crate) fn get() -> Option<&'static Deferred> {
+    DEFERRED.get()
 }
 
 /// Builds the state and makes it reachable from the hooks.
 pub(crate) fn publish() -> Result {
-    // SAFETY: reads a module parameter and a kernel constant.
-    let (max_tasks, cpus) = unsafe { (ffi::ud_param_max_tasks(), ffi::ud_nr_cpu_ids()) };
+    let (max_tasks, cpus) = (sys::param_max_tasks(), sys::nr_cpu_ids());
     let mut counters = KVec::with_capacity(cpus as usize, GFP_KERNEL)?;
     for _ in 0..cpus {
         counters.push(AtomicU32::new(0), GFP_KERNEL)?;
@@ -65,26 +66,17 @@ pub(crate) fn publish() -> Result {
         },
         GFP_KERNEL,
     )?;
-    stats::attach(&state.counts);
-    DEFERRED.store(KBox::into_raw(state), Ordering::Release);
+    DEFERRED.publish(state);
     Ok(())
 }
 
 /// Unload, after the C hooks are gone and no request can come any more: take back the
-/// queued task works, wait for running ones, free the state.
-pub(crate) fn retract() {
-    let Some(d) = deferred() else { return };
+/// queued task works and wait for running ones. Then nothing reaches the state.
+pub(crate) fn drain() {
+    let Some(d) = get() else { return };
     for entry in d.tasks.entries() {
-        if !entry.state.is_pending() {
-            continue;
-        }
-        let task = d.tasks.owner_of(entry);
-        // SAFETY: a pending entry holds a reference on its task (taken when its task work
-        // was queued), so `task` is valid; task_work_cancel() is called in process context.
-        if !task.is_null() && unsafe { ffi::ud_task_work_cancel(task, entry.work_head()) } {
-            // The task work will not run: drop what it would have dropped.
-            // SAFETY: the reference taken at queue time.
-            unsafe { ffi::ud_put_task(task) };
+        if entry.work.cancel() {
+            // The task work will not run: account for it here.
             TASK_WORKS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -94,15 +86,8 @@ pub(crate) fn retract() {
     // sleep here; only the final instructions race with the unload, as for any task work
     // or timer callback of a module).
     while TASK_WORKS_IN_FLIGHT.load(Ordering::Acquire) != 0 {
-        // SAFETY: process context.
-        unsafe { ffi::ud_msleep(10) };
+        sys::msleep(10);
     }
-    let state = DEFERRED.swap(null_mut(), Ordering::AcqRel);
-    // SAFETY: nothing counts any more (hooks gone, task works done).
-    unsafe { stats::detach() };
-    // SAFETY: `state` came from `KBox::into_raw` in `publish()` and nothing can reach it any
-    // more (hooks gone, task works done).
-    drop(unsafe { KBox::from_raw(state) });
 }
 
 impl Deferred {
@@ -119,10 +104,11 @@ impl Deferred {
     }
 }
 
-/// `unwind_deferred_request()`, after its C half (src/shim.c) found out who asks and turned
-/// interrupts off. Any context, NMI included; nothing on its common path (a repeated
-/// request of the entry) calls into C.
-fn request(req: &ffi::ud_request, cookie_out: &mut u64) -> i32 {
+/// `unwind_deferred_request()` for `task` (current), after its C half (src/shim.c) found out
+/// who asks and turned interrupts off. Any context, NMI included; nothing on its common
+/// path (a repeated request of the entry) calls into C.
+#[inline]
+pub(crate) fn request(req: &ffi::ud_request, task: CurrentTask, cookie_out: &mut u64) -> i32 {
     *cookie_out = 0;
     let cpu = req.cpu;
     if req.nmi {
@@ -148,12 +134,10 @@ fn request(req: &ffi::ud_request, cookie_out: &mut u64) -> i32 {
             return EINVAL.to_errno();
         }
     };
-    let Some(d) = deferred() else { return ENODEV.to_errno() };
-    let task = req.task;
-    let Ok(entry) = d.tasks.get_or_insert(task) else {
+    let Some(d) = get() else { return ENODEV.to_errno() };
+    let Ok(entry) = d.tasks.get_or_insert(task.key()) else {
         stats::bump_on(cpu, Counter::err_table_full);
-        // SAFETY: pr_warn_once() is safe in any context but NMI, where printk defers.
-        unsafe { ffi::ud_pr_warn_table_full() };
+        sys::warn_table_full();
         return ENOSPC.to_errno();
     };
     let (outcome, cookie) = entry.state.request(bit, || d.new_cookie(cpu));
@@ -169,20 +153,11 @@ fn request(req: &ffi::ud_request, cookie_out: &mut u64) -> i32 {
         }
         Request::QueueTaskWork => {
             TASK_WORKS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
-            // The queued work holds a reference on the task, so that unload can cancel it.
-            // SAFETY: `task` is current, alive; get_task_struct() is an atomic increment
-            // (NMI-safe).
-            unsafe { ffi::ud_get_task(task) };
-            // SAFETY: the entry's callback_head is not queued (PENDING was clear and we set
-            // it: we own the queueing), and the entry outlives the task work.
-            let ret = unsafe { ffi::ud_task_work_add(entry.work_head(), req.nmi) };
-            if ret != 0 {
+            // (The queued work holds a reference on the task, so that unload can cancel it.)
+            if let Err(ret) = entry.work.queue(task, req.nmi) {
                 // The task is exiting (task works are shut). Undo, so that the state does
                 // not claim a queued work that will never run.
                 entry.state.abort_queue(bit);
-                // SAFETY: drops the reference taken above; current holds its own, so this
-                // is a plain decrement (also in NMI).
-                unsafe { ffi::ud_put_task(task) };
                 TASK_WORKS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
                 stats::bump_on(cpu, Counter::err_task_work);
                 *cookie_out = 0;
@@ -194,128 +169,82 @@ fn request(req: &ffi::ud_request, cookie_out: &mut u64) -> i32 {
     }
 }
 
-/// The task work: one walk, then every requested work's callback, once.
-fn task_work(head: *mut ffi::callback_head) {
-    let Some(d) = deferred() else { return };
-    // SAFETY: task works are only queued with an entry's callback_head (request_irqs_off).
-    let entry = unsafe { d.tasks.entry_of_work(head) };
+/// The task work queued with `head`: one walk, then every requested work's callback, once.
+pub(crate) fn task_work(head: *mut ffi::callback_head) {
+    let Some(d) = get() else { return };
+    // Task works are only queued with an entry's `work` (see `request`).
+    let Some(entry) = d.tasks.entry_of_work(head) else { return };
+    // The reference the queued work held on its task (none if unload took it back
+    // meanwhile): dropped when this run ends.
+    let reference = entry.work.begin_run();
     bump(Counter::task_works);
+    // The entry's cached stack is ours alone while we run: taken out, put back at the end.
+    let mut cache = entry.cache.take().or_else(|| {
+        let cache = StackCache::new_boxed();
+        if cache.is_none() {
+            bump(Counter::err_nomem);
+        }
+        cache
+    });
     {
         // Take the bits inside the SRCU section: cancel clears a bit in every task and then
         // waits for SRCU readers, so a task work either sees the bit cleared or finishes
         // before cancel returns (never calls back a later owner of the bit).
-        let _srcu = SrcuReadGuard::new();
+        let srcu = SrcuReadGuard::new();
         let mut bits = entry.state.take_pending();
-        let (entries, nr) = unwind::current_stack(entry, &d.caches);
+        let stack = unwind::current_stack(cache.as_deref_mut(), &d.caches);
         let cookie = entry.state.current_cookie();
         // Only the set bits: a loop over all 63 costs more than a stack of a few frames.
         while bits != 0 {
             let bit = bits.trailing_zeros();
             bits &= bits - 1;
-            let work = registry::work(bit);
-            if !work.is_null() {
-                // SAFETY: `work` is registered (SRCU keeps it so until we leave the
-                // section); `entries[..nr]` is this entry's cached stack, valid during the
-                // call.
-                unsafe { ffi::ud_work_call(work, entries.cast(), nr as u32, cookie) };
+            if registry::call(bit, &srcu, stack, cookie) {
                 bump(Counter::callbacks);
             }
             entry.state.complete(bit);
         }
     }
-    // End of the entry, with interrupts off: an interrupt's request on this task would
-    // interleave with the reset as an NMI's can (the state is written for NMIs only).
-    // SAFETY: paired with the restore below.
-    let flags = unsafe { ffi::ud_local_irq_save() };
-    if entry.state.end_entry() {
-        unwind::invalidate(entry);
-        bump(Counter::resets);
+    {
+        // End of the entry, with interrupts off: an interrupt's request on this task would
+        // interleave with the reset as an NMI's can (the state is written for NMIs only).
+        let _irqs = IrqsOff::new();
+        if entry.state.end_entry() {
+            if let Some(cache) = cache.as_deref_mut() {
+                cache.invalidate();
+            }
+            bump(Counter::resets);
+        }
     }
-    // SAFETY: the flags of the save above.
-    unsafe { ffi::ud_local_irq_restore(flags) };
-    // SAFETY: drops the reference taken when this work was queued; current is alive.
-    unsafe { ffi::ud_put_task(ffi::ud_current()) };
-    // Last access to module state (see `retract`).
+    if let Some(cache) = cache {
+        entry.cache.put(cache);
+    }
+    drop(reference);
+    // Last access to module state (see `drain`).
     TASK_WORKS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
 }
 
-/// sched_process_free: the task is dead and its task works have run.
-fn task_free(task: *mut ffi::task_struct) {
-    let Some(d) = deferred() else { return };
-    if d.tasks.release(task) {
+/// sched_process_free: the task `key` is dead and its task works have run.
+pub(crate) fn task_free(key: usize) {
+    let Some(d) = get() else { return };
+    if d.tasks.release(key) {
         bump(Counter::tasks_freed);
     }
 }
 
-// --- Entry points called from the C shim ----------------------------------------------
-
-/// # Safety
-///
-/// Called by the shim's task_work function with the `callback_head` it was queued with.
-#[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_task_work(head: *mut ffi::callback_head) {
-    task_work(head);
-}
-
-/// # Safety
-///
-/// Called from the sched_process_free probe with the dying task.
-#[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_task_free(task: *mut ffi::task_struct) {
-    task_free(task);
-}
-
-/// # Safety
-///
-/// `work` is a valid `struct unwind_work` that outlives its registration.
-#[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_init_work(work: *mut ffi::unwind_work, func: ffi::unwind_callback_fn) -> i32 {
-    if work.is_null() || func.is_none() {
-        return EINVAL.to_errno();
-    }
-    // SAFETY: guaranteed by our caller.
-    match unsafe { registry::init(work, func) } {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
-}
-
-/// # Safety
-///
-/// `req` is valid for reading, its `task` is current; `cookie` is valid for writing;
-/// interrupts are off (or NMI).
-#[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_request(req: *const ffi::ud_request, cookie: *mut u64) -> i32 {
-    // SAFETY: guaranteed by our caller.
-    let (req, cookie) = unsafe { (&*req, &mut *cookie) };
-    request(req, cookie)
-}
-
-/// # Safety
-///
-/// `work` is a valid `struct unwind_work`; sleepable context.
-#[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_cancel(work: *mut ffi::unwind_work) {
-    // SAFETY: guaranteed by our caller.
-    unsafe {
-        registry::cancel(work, |bit| {
-            if let Some(d) = deferred() {
-                for entry in d.tasks.entries() {
-                    entry.state.cancel(bit);
-                }
+/// `unwind_deferred_cancel()`.
+pub(crate) fn cancel(work: WorkPtr) {
+    registry::cancel(work, |bit| {
+        if let Some(d) = get() {
+            for entry in d.tasks.entries() {
+                entry.state.cancel(bit);
             }
-        })
-    };
+        }
+    });
 }
 
 /// The core's counters and gauges as text (debugfs `stats`); returns the bytes written.
-///
-/// # Safety
-///
-/// `buf` is valid for writing `len` bytes.
-#[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_stats(buf: *mut u8, len: usize) -> usize {
-    let (table_used, table_size) = match deferred() {
+pub(crate) fn write_stats(buf: &mut [u8]) -> usize {
+    let (table_used, table_size) = match get() {
         Some(d) => (d.tasks.occupancy() as u64, d.tasks.capacity() as u64),
         None => (0, 0),
     };
@@ -326,6 +255,5 @@ pub(crate) unsafe extern "C" fn ud_rs_stats(buf: *mut u8, len: usize) -> usize {
         ("works_registered", registry::registered()),
         ("task_works_in_flight", TASK_WORKS_IN_FLIGHT.load(Ordering::Relaxed)),
     ];
-    // SAFETY: guaranteed by our caller.
-    unsafe { stats::write_stats(buf, len, &gauges) }
+    stats::write_stats(buf, &gauges)
 }

@@ -110,8 +110,6 @@ static inline enum ud_unwindable ud_current_unwindable(void)
 	return UD_OK;
 }
 
-struct task_struct *ud_current(void) { return current; }
-bool ud_in_nmi(void) { return in_nmi(); }
 unsigned int ud_smp_processor_id(void) { return raw_smp_processor_id(); }
 unsigned int ud_nr_cpu_ids(void) { return nr_cpu_ids; }
 void ud_get_task(struct task_struct *task) { get_task_struct(task); }
@@ -378,9 +376,7 @@ EXPORT_SYMBOL_GPL(unwind_deferred_cancel);
 
 /* --- Misc ----------------------------------------------------------------------------- */
 
-void *ud_kzalloc(unsigned long size) { return kzalloc(size, GFP_KERNEL); }
 void *ud_vzalloc(unsigned long size) { return vzalloc(size); }
-void ud_kfree(void *p) { kfree(p); }
 void ud_vfree(void *p) { vfree(p); }
 void ud_msleep(unsigned int ms) { msleep(ms); }
 

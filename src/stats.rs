@@ -8,12 +8,14 @@
 //! read sums the CPUs; it needs each value to be eventually right, not a consistent
 //! snapshot.
 
-use core::ptr::null_mut;
-use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+#![deny(unsafe_code)]
+
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
 use crate::ffi;
+use crate::sys;
 use crate::logic::cfi::Stop;
 
 /// Counters per CPU.
@@ -24,7 +26,7 @@ const PER_CPU: usize = ffi::UD_NR_COUNTERS as usize;
 pub(crate) struct CpuCounts([AtomicU64; PER_CPU]);
 
 /// The counters of every possible CPU, allocated at load and owned by the module's state.
-pub(crate) struct Counts(KVec<CpuCounts>);
+pub(crate) struct Counts(pub(crate) KVec<CpuCounts>);
 
 impl Counts {
     /// Zeroed counters for `cpus` CPUs.
@@ -37,42 +39,10 @@ impl Counts {
     }
 }
 
-/// Where the counters are: set by [`attach`], cleared by [`detach`].
-///
-/// # Invariants
-///
-/// `COUNTS` is null, or points to `COUNTS_LEN` [`CpuCounts`] of the [`Counts`] last
-/// attached, which stays alive until after [`detach`] (see its safety requirement).
-static COUNTS: AtomicPtr<CpuCounts> = AtomicPtr::new(null_mut());
-static COUNTS_LEN: AtomicUsize = AtomicUsize::new(0);
-
-/// Makes `counts` the counters every counting path adds to.
-pub(crate) fn attach(counts: &Counts) {
-    COUNTS_LEN.store(counts.0.len(), Ordering::Relaxed);
-    // INVARIANT: the caller keeps `counts` alive until after `detach()`.
-    COUNTS.store(counts.0.as_ptr().cast_mut(), Ordering::Release);
-}
-
-/// Stops counting.
-///
-/// # Safety
-///
-/// Only once no path that counts can run any more may the attached [`Counts`] be freed
-/// (the module's state is freed after every hook and task work is gone).
-pub(crate) unsafe fn detach() {
-    COUNTS.store(null_mut(), Ordering::Release);
-    COUNTS_LEN.store(0, Ordering::Relaxed);
-}
-
-/// Every CPU's counters (empty before `attach`).
+/// Every CPU's counters (none while the module's state is not published).
+#[inline]
 fn all_cpus() -> &'static [CpuCounts] {
-    let ptr = COUNTS.load(Ordering::Acquire);
-    if ptr.is_null() {
-        return &[];
-    }
-    // SAFETY: by the invariant of COUNTS, `ptr` points to COUNTS_LEN live elements until
-    // detach(), and nothing counts or reads the counters after it.
-    unsafe { core::slice::from_raw_parts(ptr, COUNTS_LEN.load(Ordering::Relaxed)) }
+    crate::deferred::get().map_or(&[], |d| &d.counts.0)
 }
 
 /// Adds `n` to counter `idx` of CPU `cpu` (any context, NMI included).
@@ -86,8 +56,7 @@ fn add_on(cpu: u32, idx: usize, n: u64) {
 /// Adds `n` to counter `idx` of the CPU we run on (if we migrate meanwhile, of the one we
 /// ran on: the sum is the same).
 fn add_here(idx: usize, n: u64) {
-    // SAFETY: reads the CPU number (raw: a migration only moves the count).
-    add_on(unsafe { ffi::ud_smp_processor_id() }, idx, n);
+    add_on(sys::this_cpu(), idx, n);
 }
 
 /// The sum of counter `idx` over every CPU.
@@ -214,16 +183,9 @@ impl core::fmt::Write for BufWriter<'_> {
 }
 
 /// The unwinder's counters, one "name value" line each (debugfs `unwinder`): the mode
-/// counters, then `stop_<reason>[_<kind>]` for every stop reason.
-///
-/// # Safety
-///
-/// `buf` is valid for writing `len` bytes.
-#[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_unwinder_stats(buf: *mut u8, len: usize) -> usize {
+/// counters, then `stop_<reason>[_<kind>]` for every stop reason. Returns the bytes written.
+pub(crate) fn write_unwinder_stats(buf: &mut [u8]) -> usize {
     use core::fmt::Write;
-    // SAFETY: guaranteed by our caller.
-    let buf = unsafe { core::slice::from_raw_parts_mut(buf, len) };
     let mut w = BufWriter { buf, len: 0 };
     for (i, name) in UNWINDER_NAMES.iter().enumerate() {
         let _ = writeln!(w, "{} {}", name, sum(UNWINDER_BASE + i));
@@ -239,14 +201,8 @@ pub(crate) unsafe extern "C" fn ud_rs_unwinder_stats(buf: *mut u8, len: usize) -
 
 /// The core's counters, one "name: value" line each (debugfs `stats`), then `gauges`: values
 /// read at the time (table occupancy, ...) rather than counted. Returns the bytes written.
-///
-/// # Safety
-///
-/// `buf` is valid for writing `len` bytes.
-pub(crate) unsafe fn write_stats(buf: *mut u8, len: usize, gauges: &[(&str, u64)]) -> usize {
+pub(crate) fn write_stats(buf: &mut [u8], gauges: &[(&str, u64)]) -> usize {
     use core::fmt::Write;
-    // SAFETY: guaranteed by our caller.
-    let buf = unsafe { core::slice::from_raw_parts_mut(buf, len) };
     let mut w = BufWriter { buf, len: 0 };
     for (i, name) in COUNTER_NAMES.iter().enumerate() {
         let _ = writeln!(w, "{}: {}", name, sum(i));

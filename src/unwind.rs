@@ -20,7 +20,7 @@
 //! of the same entry) sees the same array; the cache is invalidated when the entry ends (at
 //! the end of its last task work).
 
-use core::sync::atomic::Ordering;
+#![deny(unsafe_code)]
 
 use kernel::prelude::*;
 use kernel::sync::Mutex;
@@ -33,7 +33,7 @@ use crate::logic::cfi::{
 use crate::logic::task_maps::{Stamp, TaskMaps};
 use crate::logic::walker::{self, UserRegs, Windowed, WordReader};
 use crate::stats::{add, add_unwinder, bump, count_stop, Counter, UnwinderCounter};
-use crate::task_slots::TaskSlot;
+use crate::sys::{self, PerCpu, Vma};
 
 /// Frames kept per stack.
 pub(crate) const MAX_ENTRIES: usize = ffi::UD_MAX_STACK_ENTRIES as usize;
@@ -61,132 +61,77 @@ pub(crate) struct StackCache {
 // A kmalloc bucket of 8 KiB at most.
 const _: () = assert!(core::mem::size_of::<StackCache>() <= 8192);
 
-/// What the unwinder keeps across walks: the rows of the CFI tables met so far (per CPU),
-/// and the summaries of the files met so far.
-///
-/// # Invariants
-///
-/// `rows` is a per-CPU allocation of a zeroed (so valid, empty) [`RowCache`] per CPU, owned
-/// by this struct.
-pub(crate) struct UnwindCaches {
-    rows: *mut core::ffi::c_void,
-    modules: Pin<KBox<Mutex<KVec<modules::ModuleSlot>>>>,
+impl StackCache {
+    /// An empty cache, built in place (it is too large for the stack of a task work).
+    pub(crate) fn new_boxed() -> Option<KBox<Self>> {
+        // (Constants written into the allocation: nothing of this size goes through the
+        // stack.)
+        KBox::init(
+            init!(StackCache {
+                filled: 0,
+                nr: 0,
+                entries: [0; MAX_ENTRIES],
+                maps: TaskMaps::new(),
+                hot: HotRows::new(),
+            }),
+            GFP_KERNEL,
+        )
+        .ok()
+    }
+
+    /// Start of a new kernel entry: the cached stack is stale.
+    pub(crate) fn invalidate(&mut self) {
+        self.filled = 0;
+    }
 }
 
-// SAFETY: `rows` is only reached through `ud_percpu_get()` (this CPU's copy, preemption off);
-// `modules` is behind a mutex.
-unsafe impl Send for UnwindCaches {}
-// SAFETY: as above.
-unsafe impl Sync for UnwindCaches {}
+/// What the unwinder keeps across walks: the rows of the CFI tables met so far (per CPU),
+/// and the summaries of the files met so far.
+pub(crate) struct UnwindCaches {
+    rows: PerCpu<RowCache>,
+    modules: Pin<KBox<Mutex<KVec<modules::ModuleSlot>>>>,
+}
 
 impl UnwindCaches {
     pub(crate) fn new() -> Result<Self> {
         let mut slots = KVec::with_capacity(MODULE_SLOTS, GFP_KERNEL)?;
         slots.extend_with(MODULE_SLOTS, modules::ModuleSlot::default(), GFP_KERNEL)?;
         let modules = KBox::pin_init(kernel::new_mutex!(slots, "unwind_deferred_modules"), GFP_KERNEL)?;
-        let size = core::mem::size_of::<RowCache>();
-        let align = core::mem::align_of::<RowCache>();
-        // SAFETY: plain per-CPU allocation (zeroed).
-        let rows = unsafe { ffi::ud_percpu_alloc(size as _, align as _) };
-        if rows.is_null() {
-            return Err(ENOMEM);
-        }
-        // INVARIANT: zeroed per-CPU memory holds an empty RowCache per CPU (see RowCache).
-        Ok(Self { rows, modules })
+        // Zeroed: an empty RowCache per CPU.
+        Ok(Self { rows: PerCpu::new()?, modules })
     }
 }
 
-impl Drop for UnwindCaches {
-    fn drop(&mut self) {
-        // SAFETY: `rows` came from ud_percpu_alloc() (type invariant) and no walk runs any
-        // more (the caches are dropped at unload, after every task work).
-        unsafe { ffi::ud_percpu_free(self.rows) };
-    }
-}
-
-/// This CPU's row cache, one access at a time (a walk may sleep between two).
-struct PerCpuRows<'a>(&'a UnwindCaches);
-
-impl PerCpuRows<'_> {
-    fn with<R>(&mut self, f: impl FnOnce(&mut RowCache) -> R) -> R {
-        // SAFETY: `rows` is a valid per-CPU allocation (type invariant of UnwindCaches);
-        // ud_percpu_get() disables preemption, so nothing else uses this CPU's cache until
-        // ud_percpu_put() (the row caches are never used from interrupts).
-        let cache = unsafe { &mut *ffi::ud_percpu_get(self.0.rows).cast::<RowCache>() };
-        let r = f(cache);
-        // SAFETY: pairs with the get above.
-        unsafe { ffi::ud_percpu_put(self.0.rows) };
-        r
-    }
-}
+/// This CPU's row cache, one access at a time (a walk may sleep between two; the row
+/// caches are never used from interrupts).
+struct PerCpuRows<'a>(&'a PerCpu<RowCache>);
 
 impl RowStore for PerCpuRows<'_> {
     fn lookup(&mut self, module: u64, rel_pc: u64) -> Option<cfi::CompactRow> {
-        self.with(|cache| cache.lookup(module, rel_pc))
+        self.0.with(|cache| cache.lookup(module, rel_pc))
     }
 
     fn lookup_full(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool {
-        self.with(|cache| cache.lookup_full(module, rel_pc, out))
+        self.0.with(|cache| cache.lookup_full(module, rel_pc, out))
     }
 
     fn store(&mut self, module: u64, rel_pc: u64, row: &Row) {
-        self.with(|cache| cache.store(module, rel_pc, row));
+        self.0.with(|cache| cache.store(module, rel_pc, row));
     }
 }
 
-/// The current task's user memory, faulting pages in.
+/// The current task's user memory, faulting pages in (task context: the task work).
 struct CurrentUserMemory;
 
 impl WordReader for CurrentUserMemory {
     fn read_words(&mut self, addr: u64, out: &mut [u64]) -> usize {
-        // SAFETY: task context (the task work); `out` is valid for `out.len()` words of
-        // writes; user_access_begin() validates the user range.
-        unsafe { ffi::ud_read_user_words(addr, out.as_mut_ptr(), out.len() as _) as usize }
+        sys::read_user_words(addr, out)
     }
 }
 
 impl UnwindMemory for CurrentUserMemory {
     fn read(&mut self, addr: u64, out: &mut [u8]) -> bool {
-        // SAFETY: task context; `out` is valid for `out.len()` bytes of writes;
-        // copy_from_user() validates the user range.
-        unsafe { ffi::ud_copy_from_user(out.as_mut_ptr().cast(), addr, out.len() as _) }
-    }
-}
-
-/// A mapping of the current task, with a reference on its file (dropped with it).
-struct Vma(ffi::ud_vma);
-
-impl Vma {
-    fn of(addr: u64, want_file: bool) -> Option<Self> {
-        let mut vma = ffi::ud_vma {
-            start: 0,
-            end: 0,
-            file_offset: 0,
-            key: 0,
-            file: core::ptr::null_mut(),
-            exec: false,
-        };
-        // SAFETY: task context (takes the mmap lock); `vma` is valid for writing.
-        unsafe { ffi::ud_current_vma(addr, &mut vma, want_file) }.then_some(Self(vma))
-    }
-
-    /// Reads the first `buf.len()` bytes of the mapped file: how many were read.
-    fn read_file_head(&self, buf: &mut [u8]) -> usize {
-        if self.0.file.is_null() {
-            return 0;
-        }
-        // SAFETY: `file` is referenced (see Drop); `buf` is valid for writing; task context.
-        let n = unsafe { ffi::ud_file_read_head(self.0.file, buf.as_mut_ptr().cast(), buf.len() as _) };
-        usize::try_from(n).unwrap_or(0).min(buf.len())
-    }
-}
-
-impl Drop for Vma {
-    fn drop(&mut self) {
-        if !self.0.file.is_null() {
-            // SAFETY: the reference ud_current_vma() took.
-            unsafe { ffi::ud_file_put(self.0.file) };
-        }
+        sys::copy_from_user(out, addr)
     }
 }
 
@@ -209,13 +154,13 @@ impl TaskModules<'_> {
         }
         // Look the mapping up again, with a reference on its file this time (rare: once
         // per file while it stays in the table); it must still be the same file.
-        let vma = Vma::of(pc, true).filter(|vma| vma.0.key == key)?;
+        let vma = Vma::of(pc, true).filter(|vma| vma.key() == key)?;
         let mut head = KVec::with_capacity(MAX_HEADERS, GFP_KERNEL).ok()?;
         head.extend_with(MAX_HEADERS, 0u8, GFP_KERNEL).ok()?;
         let len = if key == ffi::UD_VDSO_KEY as u64 {
             // The vDSO has no file: its image is its mapping, from its first page.
-            let len = (vma.0.end - vma.0.start).min(MAX_HEADERS as u64) as usize;
-            let read = head.get_mut(..len).is_some_and(|buf| CurrentUserMemory.read(vma.0.start, buf));
+            let len = (vma.end() - vma.start()).min(MAX_HEADERS as u64) as usize;
+            let read = head.get_mut(..len).is_some_and(|buf| CurrentUserMemory.read(vma.start(), buf));
             if read {
                 len
             } else {
@@ -247,15 +192,15 @@ impl TaskModules<'_> {
             // No mapping: the answer holds for this address only.
             return (pc, pc.wrapping_add(1), Lookup::Unmapped);
         };
-        let (start, end, key) = (vma.0.start, vma.0.end, vma.0.key);
+        let (start, end, key) = (vma.start(), vma.end(), vma.key());
         // Code without a file (JIT, anonymous memory) or outside an executable mapping has
         // no unwind information here: the frame-pointer chain may still know the caller.
-        if !vma.0.exec || key == 0 {
+        if !vma.exec() || key == 0 {
             return (start, end, Lookup::NoInfo);
         }
         let module: Option<ModuleInfo> = self
             .summary(key, pc)
-            .and_then(|s| s.module(key, start, vma.0.file_offset));
+            .and_then(|s| s.module(key, start, vma.file_offset()));
         (start, end, module.map_or(Lookup::NoInfo, Lookup::Module))
     }
 }
@@ -280,20 +225,17 @@ impl UnwindInfoSource for TaskModules<'_> {
 
 /// Walks the current task's user stack into `out`: how many entries were written.
 fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot: &mut HotRows) -> usize {
-    // SAFETY: reads a constant.
-    let user_end = unsafe { ffi::ud_user_end() };
+    let user_end = sys::user_end();
     let page = kernel::page::PAGE_SIZE as u64;
-    // SAFETY: reads a module parameter.
-    let mode = match unsafe { ffi::ud_param_unwinder() } {
+    let mode = match sys::param_unwinder() {
         x if x == ffi::ud_unwinder_mode::UD_UNWINDER_CFI as u32 => Mode::Cfi,
         x if x == ffi::ud_unwinder_mode::UD_UNWINDER_FP as u32 => Mode::Fp,
         _ => Mode::Auto,
     };
     if mode == Mode::Fp {
         add_unwinder(UnwinderCounter::walks_fp, 1);
-        let mut regs = UserRegs { ip: 0, sp: 0, fp: 0 };
-        // SAFETY: current is a user task (checked at request time) in task context.
-        unsafe { ffi::ud_current_user_regs(&mut regs.ip, &mut regs.sp, &mut regs.fp) };
+        let (ip, sp, fp) = sys::current_user_regs();
+        let regs = UserRegs { ip, sp, fp };
         let mut mem = Windowed::new(CurrentUserMemory, page);
         return walker::walk(&mut mem, regs, user_end, out).0;
     }
@@ -302,20 +244,14 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot
         1,
     );
     let mut values = [0u64; ffi::UD_USER_REGS as usize];
-    // SAFETY: as above; `values` has room for UD_USER_REGS registers.
-    unsafe { ffi::ud_current_user_regs_dwarf(values.as_mut_ptr()) };
+    sys::current_user_regs_dwarf(&mut values);
     let params = WalkParams::new(mode, user_end, page);
-    let mut stamp = Stamp::default();
-    // SAFETY: reads current's mm and task fields; current has an mm (checked by the caller).
-    let stamped = unsafe { ffi::ud_current_maps_stamp(&mut stamp.exec_id, &mut stamp.seq) };
-    let maps = if stamped {
-        maps.begin(stamp);
-        Some(maps)
-    } else {
-        None
-    };
+    let maps = sys::current_maps_stamp().map(|(exec_id, seq)| {
+        maps.begin(Stamp { exec_id, seq });
+        maps
+    });
     let mut modules = TaskModules { caches, maps };
-    let mut rows = Layered { hot, shared: PerCpuRows(caches) };
+    let mut rows = Layered { hot, shared: PerCpuRows(&caches.rows) };
     let r = cfi::walk(
         &mut CurrentUserMemory,
         &mut modules,
@@ -335,36 +271,19 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot
     r.len
 }
 
-/// The user stack of the current kernel entry of the current task, as `(entries, nr)`.
-/// Walks once per entry and caches. Returns an empty trace when the task has no user
-/// memory any more (exit) or the cache cannot be allocated.
+/// The user stack of the current kernel entry of the current task, from `cache` (walked
+/// once per entry and kept there). Empty when the task has no user memory any more (exit)
+/// or it has no cache (out of memory).
 ///
-/// Must run in the task work of `entry`'s task (current).
-pub(crate) fn current_stack(entry: &TaskSlot, caches: &UnwindCaches) -> (*mut u64, usize) {
-    let mut cache = entry.cache.load(Ordering::Acquire);
-    if cache.is_null() {
-        // SAFETY: kzalloc(GFP_KERNEL) in task context.
-        cache = unsafe { ffi::ud_kzalloc(core::mem::size_of::<StackCache>() as _) }.cast();
-        if cache.is_null() {
-            bump(Counter::err_nomem);
-            return (core::ptr::null_mut(), 0);
-        }
-        // SAFETY: `cache` is a fresh allocation of a StackCache; zeroed integers and zeroed
-        // hot rows are valid, the mapping cache is written before any reference to the
-        // whole is made.
-        unsafe { core::ptr::addr_of_mut!((*cache).maps).write(TaskMaps::new()) };
-        entry.cache.store(cache, Ordering::Release);
-    }
-    // SAFETY: the cache is only accessed by its task: here (task work) and at the end of
-    // the entry (the end of the task work), never concurrently; it is freed only when the task is dead or
-    // the module unloads after every task work finished.
-    let cache = unsafe { &mut *cache };
+/// Must run in the task's task work (current).
+pub(crate) fn current_stack<'a>(cache: Option<&'a mut StackCache>, caches: &UnwindCaches) -> &'a mut [u64] {
+    let Some(cache) = cache else { return &mut [] };
     if cache.filled != 0 {
         bump(Counter::unwind_cached);
-        return (cache.entries.as_mut_ptr(), cache.nr);
+        let nr = cache.nr.min(MAX_ENTRIES);
+        return &mut cache.entries[..nr];
     }
-    // SAFETY: plain reads of current's state.
-    let nr = if unsafe { ffi::ud_current_has_mm() } {
+    let nr = if sys::current_has_mm() {
         walk_current(caches, &mut cache.entries, &mut cache.maps, &mut cache.hot)
     } else {
         0 // exit_mm() already ran: the task exits with a pending request.
@@ -374,17 +293,7 @@ pub(crate) fn current_stack(entry: &TaskSlot, caches: &UnwindCaches) -> (*mut u6
     if nr == 0 {
         bump(Counter::unwind_empty);
     }
-    cache.nr = nr;
+    cache.nr = nr.min(MAX_ENTRIES);
     cache.filled = 1;
-    (cache.entries.as_mut_ptr(), nr)
-}
-
-/// Start of a new kernel entry: the cached stack is stale.
-pub(crate) fn invalidate(entry: &TaskSlot) {
-    let cache = entry.cache.load(Ordering::Acquire);
-    if !cache.is_null() {
-        // SAFETY: see `current_stack`: only the owning task touches its cache, and this
-        // runs at the end of its task work (the entry's end), not concurrently with a walk.
-        unsafe { (*cache).filled = 0 };
-    }
+    &mut cache.entries[..cache.nr]
 }

@@ -16,7 +16,7 @@
  * directory, its ring buffer, the list and lock of all instances), the option is a tracefs
  * file with its file_operations, and the hooks are kprobe handlers on pt_regs (one of them
  * returns through a two-instruction assembly stub). Parsing what is written to the option
- * is Rust (src/logic/option.rs).
+ * and to trace_options is Rust (src/logic/option.rs).
  */
 #include <linux/fs.h>
 #include <linux/kprobes.h>
@@ -146,21 +146,11 @@ static int ud_set_option_pre(struct kprobe *p, struct pt_regs *regs)
 {
 	struct trace_array *tr = (void *)regs_get_kernel_argument(regs, 0);
 	const char *opt = (const char *)regs_get_kernel_argument(regs, 1);
-	static const char name[] = "userstacktrace_delay";
+	int value = ud_rs_parse_trace_option(opt, strlen(opt));
 	struct ud_instance *inst;
-	bool value = true;
-	size_t len;
 
-	opt = skip_spaces(opt);
-	if (str_has_prefix(opt, "no")) {
-		opt += 2;
-		value = false;
-	}
-	if (strncmp(opt, name, sizeof(name) - 1))
-		return 0;
-	for (len = sizeof(name) - 1; opt[len]; len++)
-		if (!isspace(opt[len]))
-			return 0;
+	if (value < 0)
+		return 0;	/* another option: the kernel's */
 	inst = ud_find_instance(tr);
 	if (!inst)
 		return 0;	/* no option file there (too many instances): -EINVAL */

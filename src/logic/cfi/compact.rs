@@ -221,7 +221,7 @@ impl CompactRow {
 
     /// A full row with the same effect ([`Row::EMPTY`] for a non-row): the rules of the
     /// registers outside the slots, which a normal frame does not restore, are lost.
-    pub fn to_row(&self) -> Row {
+    pub fn to_row(self) -> Row {
         let mut row = Row::EMPTY;
         if !self.is_row() {
             return row;

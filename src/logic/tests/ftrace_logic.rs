@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #![cfg(not(loom))]
 use unwind_logic::file_cache::{set_of, FileCache, REMINDER_EVERY, WAYS};
-use unwind_logic::option::parse_bool_option;
+use unwind_logic::option::{parse_bool_option, parse_trace_option};
 
 #[test]
 fn option_accepts_exactly_zero_and_one() {
@@ -158,5 +158,31 @@ mod cookie_placement {
             };
             assert_eq!(p.follows(), Follows::Unsure, "size {size}");
         }
+    }
+}
+
+#[test]
+fn trace_options_tokens_are_read_as_the_kernel_reads_them() {
+    assert_eq!(parse_trace_option(b"userstacktrace_delay"), Some(true));
+    assert_eq!(parse_trace_option(b"nouserstacktrace_delay"), Some(false));
+    // White space around the token, as trace_set_options() strips it.
+    assert_eq!(parse_trace_option(b"  userstacktrace_delay\n"), Some(true));
+    assert_eq!(parse_trace_option(b"\tnouserstacktrace_delay \x0b\x0c\r"), Some(false));
+    // Other options, prefixes, extensions and spacing inside the token are not ours.
+    for other in [
+        &b"userstacktrace"[..],
+        b"nouserstacktrace",
+        b"userstacktrace_delayx",
+        b"userstacktrace_dela",
+        b"no userstacktrace_delay",
+        b"nonouserstacktrace_delay",
+        b"NOuserstacktrace_delay",
+        b"userstacktrace_delay=1",
+        b"no",
+        b"",
+        b"   ",
+        b"user stacktrace_delay",
+    ] {
+        assert_eq!(parse_trace_option(other), None, "{:?}", String::from_utf8_lossy(other));
     }
 }
