@@ -116,8 +116,6 @@ void ud_work_call(struct unwind_work *work, unsigned long *entries, unsigned int
 
 /* --- Misc kernel services ----------------------------------------------------------- */
 
-void *ud_vzalloc(unsigned long size);
-void ud_vfree(void *p);
 void ud_msleep(unsigned int ms);
 void ud_pr_warn_table_full(void);
 

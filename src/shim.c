@@ -376,8 +376,6 @@ EXPORT_SYMBOL_GPL(unwind_deferred_cancel);
 
 /* --- Misc ----------------------------------------------------------------------------- */
 
-void *ud_vzalloc(unsigned long size) { return vzalloc(size); }
-void ud_vfree(void *p) { vfree(p); }
 void ud_msleep(unsigned int ms) { msleep(ms); }
 
 void ud_pr_warn_table_full(void)

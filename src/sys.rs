@@ -231,6 +231,11 @@ impl<T: Sync> Published<T> {
 pub(crate) struct AtomicBox<T>(AtomicPtr<T>, PhantomData<KBox<T>>);
 
 impl<T> AtomicBox<T> {
+    /// An empty place.
+    pub(crate) const fn new() -> Self {
+        Self(AtomicPtr::new(null_mut()), PhantomData)
+    }
+
     /// Takes the box out (empty afterwards).
     pub(crate) fn take(&self) -> Option<KBox<T>> {
         let ptr = self.0.swap(null_mut(), Ordering::Acquire);
@@ -256,53 +261,6 @@ impl<T> Drop for AtomicBox<T> {
     }
 }
 
-// SAFETY: all zeros is a null pointer: an empty box.
-unsafe impl<T> ZeroValid for AtomicBox<T> {}
-
-/// A zeroed array from `vzalloc()`, for tables too large for kmalloc.
-///
-/// # Invariants
-///
-/// `ptr` points to `len` elements of zeroed-then-used vmalloc memory owned by this value.
-pub(crate) struct ZeroedArray<T: ZeroValid> {
-    ptr: NonNull<T>,
-    len: usize,
-}
-
-// SAFETY: the array is plain heap memory owned by the value; sharing it shares `[T]`.
-unsafe impl<T: ZeroValid + Sync> Sync for ZeroedArray<T> {}
-// SAFETY: as above.
-unsafe impl<T: ZeroValid + Send> Send for ZeroedArray<T> {}
-
-impl<T: ZeroValid> ZeroedArray<T> {
-    /// `len` zeroed elements (valid: `T: ZeroValid`).
-    pub(crate) fn new(len: usize) -> Result<Self> {
-        let size = len.checked_mul(core::mem::size_of::<T>()).ok_or(EINVAL)?;
-        // SAFETY: plain vzalloc() of a computed size; vmalloc memory is page aligned, enough
-        // for any T.
-        let ptr = unsafe { ffi::ud_vzalloc(size as _) }.cast::<T>();
-        // INVARIANT: `len` zeroed elements, which are valid values since T: ZeroValid.
-        Ok(Self { ptr: NonNull::new(ptr).ok_or(ENOMEM)?, len })
-    }
-}
-
-impl<T: ZeroValid> Deref for ZeroedArray<T> {
-    type Target = [T];
-    #[inline]
-    fn deref(&self) -> &[T] {
-        // SAFETY: `len` valid elements for our lifetime (type invariant).
-        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl<T: ZeroValid> Drop for ZeroedArray<T> {
-    fn drop(&mut self) {
-        // SAFETY: the elements are valid and ours (type invariant); dropped in place once.
-        unsafe { core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len)) };
-        // SAFETY: the memory came from vzalloc() (type invariant) and nothing refers to it.
-        unsafe { ffi::ud_vfree(self.ptr.as_ptr().cast()) };
-    }
-}
 
 /// A value per CPU, zeroed at allocation (`alloc_percpu`).
 ///
@@ -351,15 +309,8 @@ impl<T: ZeroValid> Drop for PerCpu<T> {
     }
 }
 
-// All-zero values of the logic's types that the module keeps in zeroed memory.
+// The logic's types the module keeps in zeroed memory.
 
-// SAFETY: two atomic integers; zero is a free slot (`slot_index::FREE`).
-unsafe impl ZeroValid for crate::logic::slot_index::Slot {}
-// SAFETY: atomic integers; zero is a task that never requested.
-unsafe impl ZeroValid for crate::logic::request_state::RequestState {}
-// SAFETY: its three fields are ZeroValid (RequestState above, TaskWork and AtomicBox below):
-// a task that never requested, no work queued, no cache.
-unsafe impl ZeroValid for crate::task_slots::TaskSlot {}
 // SAFETY: integers only; all zeros is an empty cache (see RowCache).
 unsafe impl ZeroValid for crate::logic::cfi::RowCache {}
 
@@ -425,10 +376,13 @@ pub(crate) struct TaskWork {
 unsafe impl Sync for TaskWork {}
 // SAFETY: as above.
 unsafe impl Send for TaskWork {}
-// SAFETY: a zeroed callback_head is one never queued, and a null `task` none held.
-unsafe impl ZeroValid for TaskWork {}
 
 impl TaskWork {
+    /// A task work never queued.
+    pub(crate) const fn new() -> Self {
+        Self { head: UnsafeCell::new([0; ffi::UD_CALLBACK_HEAD_SIZE as usize / 8]), task: AtomicPtr::new(null_mut()) }
+    }
+
     /// The `struct callback_head` (an address; only the kernel dereferences it).
     pub(crate) fn head(&self) -> *mut ffi::callback_head {
         self.head.get().cast()

@@ -16,11 +16,10 @@ use kernel::prelude::*;
 use crate::ffi;
 use crate::logic::request_state::RequestState;
 use crate::logic::slot_index::{Slot, SlotIndex, TableFull};
-use crate::sys::{AtomicBox, TaskWork, ZeroedArray};
+use crate::sys::{AtomicBox, TaskWork};
 use crate::unwind::StackCache;
 
-/// One task's deferred-unwind state. All zeros (see src/sys.rs): a task that never
-/// requested, no work queued, no cache.
+/// One task's deferred-unwind state.
 #[repr(C)]
 pub(crate) struct TaskSlot {
     /// The request mask, completed set and cookie.
@@ -32,6 +31,12 @@ pub(crate) struct TaskSlot {
     pub(crate) cache: AtomicBox<StackCache>,
 }
 
+impl TaskSlot {
+    const fn new() -> Self {
+        Self { state: RequestState::new(), work: TaskWork::new(), cache: AtomicBox::new() }
+    }
+}
+
 /// Slots owned in the table, or more (see [`SlotIndex`]).
 static LIVE_SLOTS: AtomicUsize = AtomicUsize::new(0);
 
@@ -40,10 +45,11 @@ static LIVE_SLOTS: AtomicUsize = AtomicUsize::new(0);
 /// # Invariants
 ///
 /// `owners` and `entries` have the same length, a power of two no smaller than
-/// `PROBE_WINDOW`.
+/// `PROBE_WINDOW`, and are never resized (the table's addresses are stable: task works
+/// are queued with them).
 pub(crate) struct TaskSlots {
-    owners: ZeroedArray<Slot>,
-    entries: ZeroedArray<TaskSlot>,
+    owners: VVec<Slot>,
+    entries: VVec<TaskSlot>,
 }
 
 impl TaskSlots {
@@ -53,8 +59,14 @@ impl TaskSlots {
             .max(crate::logic::slot_index::PROBE_WINDOW)
             .checked_next_power_of_two()
             .ok_or(EINVAL)?;
+        let mut owners = VVec::with_capacity(len, GFP_KERNEL)?;
+        let mut entries = VVec::with_capacity(len, GFP_KERNEL)?;
+        for _ in 0..len {
+            owners.push(Slot::new(), GFP_KERNEL)?;
+            entries.push(TaskSlot::new(), GFP_KERNEL)?;
+        }
         // INVARIANT: two arrays of `len`, a power of two no smaller than PROBE_WINDOW.
-        Ok(Self { owners: ZeroedArray::new(len)?, entries: ZeroedArray::new(len)? })
+        Ok(Self { owners, entries })
     }
 
     /// All entries.
