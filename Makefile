@@ -29,7 +29,7 @@ KFLAGS ?= $(or $(shell cat $(KDIR)/ud-kbuild-flags 2>/dev/null),LLVM=$(or $(LLVM
 KMAKE = $(MAKE) -C $(KDIR) $(KFLAGS)
 OUT ?= $(REPO)/out
 
-.PHONY: all module client progs setup check check-debug soak soak-debug check-host vm-test \
+.PHONY: all module client progs setup check check-debug soak soak-debug check-host vm-test mutants \
 	harness-selftest demo clean clean-kbuild
 
 all: module client progs
@@ -72,6 +72,10 @@ soak:
 
 demo:
 	@$(REPO)/scripts/demo.sh
+
+# Each tests/mutants/*.patch breaks the module; the test it names must fail.
+mutants:
+	@$(REPO)/scripts/mutants.sh --kernel $(KDIR)
 
 # What kbuild built for one kernel (the module and the test client), before building for another.
 clean-kbuild:

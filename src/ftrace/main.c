@@ -22,7 +22,7 @@
  *   instances.c  the instance table, the option file and trace_options, and the hooks
  *                that follow instances and reset their file_cache record.
  *   internal.h   what they share. rust-bindings/shim.h declares ud_ftrace_init() and
- *                ud_ftrace_exit(), the tracer's interface to the module (src/main.rs).
+ *                ud_ftrace_exit(), the tracer's interface to the module (src/c_boundary.rs).
  * One event's path: it commits -> cookie.c writes its cookie and requests an unwind
  * (unwind_deferred_request()) -> the task work walks the user stack before the task
  * returns to user space (src/deferred.rs, src/unwind.rs) -> stack.c's callback writes the
