@@ -166,5 +166,15 @@ struct ud_file_cache;
 struct ud_file_cache *ud_rs_file_cache_new(void);
 void ud_rs_file_cache_free(struct ud_file_cache *cache);
 bool ud_rs_file_cache_use(struct ud_file_cache *cache, ud_u64 generation, unsigned int hash);
+/* The tracer's build-id cache (src/logic/build_id_cache.rs); the caller serialises its use. */
+struct ud_build_id_cache;
+struct ud_build_id_cache *ud_rs_build_id_cache_new(void);
+void ud_rs_build_id_cache_free(struct ud_build_id_cache *cache);
+/* The build-id kept for @key, copied to @id (20 bytes): its size (0: none), or -1 (read it). */
+int ud_rs_build_id_lookup(const struct ud_build_id_cache *cache, const struct ud_file_key *key,
+			  unsigned char *id);
+/* Keeps @id (@size bytes, 0: the file has none) as the build-id of @key. */
+void ud_rs_build_id_store(struct ud_build_id_cache *cache, const struct ud_file_key *key,
+			  const unsigned char *id, unsigned int size);
 
 #endif /* UD_SHIM_H */

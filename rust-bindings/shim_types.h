@@ -75,4 +75,12 @@ struct ud_mapping {
 };
 
 
+/* A file's contents as the tracer's build-id cache knows them (src/logic/build_id_cache.rs). */
+struct ud_file_key {
+	ud_u64 sb;		/* the super block's address, only compared */
+	ud_u64 ino;
+	long long ctime_sec;
+	unsigned int ctime_nsec;
+};
+
 #endif /* UD_SHIM_TYPES_H */

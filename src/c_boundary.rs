@@ -15,6 +15,7 @@ use core::ptr::NonNull;
 use kernel::prelude::*;
 
 use crate::ffi;
+use crate::logic::build_id_cache::{BuildIdCache, FileKey, BUILD_ID_SIZE_MAX};
 use crate::logic::cookie_placement::Placement;
 use crate::logic::file_cache::FileCache;
 use crate::logic::{file_id, option};
@@ -293,6 +294,72 @@ pub(crate) unsafe extern "C" fn ud_rs_file_cache_use(
     cache.use_hash(hash)
 }
 
+/// A new, empty build-id cache (null when out of memory).
+#[no_mangle]
+pub(crate) extern "C" fn ud_rs_build_id_cache_new() -> *mut ffi::ud_build_id_cache {
+    match KBox::new(BuildIdCache::new(), GFP_KERNEL) {
+        // C sees the cache as the opaque `struct ud_build_id_cache`.
+        Ok(cache) => KBox::into_raw(cache).cast(),
+        Err(_) => core::ptr::null_mut(),
+    }
+}
+
+/// Frees a cache of [`ud_rs_build_id_cache_new`].
+///
+/// # Safety
+///
+/// `cache` is null or came from `ud_rs_build_id_cache_new` and is not used afterwards.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_build_id_cache_free(cache: *mut ffi::ud_build_id_cache) {
+    if !cache.is_null() {
+        // SAFETY: guaranteed by our caller: the BuildIdCache box of ud_rs_build_id_cache_new().
+        drop(unsafe { KBox::from_raw(cache.cast::<BuildIdCache>()) });
+    }
+}
+
+fn file_key(key: &ffi::ud_file_key) -> FileKey {
+    FileKey { sb: key.sb, ino: key.ino, ctime_sec: key.ctime_sec, ctime_nsec: key.ctime_nsec }
+}
+
+/// The build-id kept for `key`, copied to `id`: its size, or -1 (the file must be read).
+///
+/// # Safety
+///
+/// `cache` came from `ud_rs_build_id_cache_new`, its lock is held (no concurrent store);
+/// `key` is valid for reading; `id` is valid for writing `BUILD_ID_SIZE_MAX` bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_build_id_lookup(
+    cache: *const ffi::ud_build_id_cache,
+    key: *const ffi::ud_file_key,
+    id: *mut u8,
+) -> i32 {
+    // SAFETY: guaranteed by our caller.
+    let (cache, key, id) = unsafe {
+        (&*cache.cast::<BuildIdCache>(), &*key, &mut *id.cast::<[u8; BUILD_ID_SIZE_MAX]>())
+    };
+    cache.lookup(&file_key(key), id).map_or(-1, |len| len as i32)
+}
+
+/// Keeps `id` (`size` bytes) as the build-id of `key`.
+///
+/// # Safety
+///
+/// `cache` came from `ud_rs_build_id_cache_new`, its lock is held (no concurrent use);
+/// `key` is valid for reading; `id` for reading `size` bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_build_id_store(
+    cache: *mut ffi::ud_build_id_cache,
+    key: *const ffi::ud_file_key,
+    id: *const u8,
+    size: u32,
+) {
+    // SAFETY: guaranteed by our caller.
+    let (cache, key, id) = unsafe {
+        (&mut *cache.cast::<BuildIdCache>(), &*key, core::slice::from_raw_parts(id, size as usize))
+    };
+    cache.store(&file_key(key), id);
+}
+
 // --- Signatures ------------------------------------------------------------------------------------
 
 /// Compiles only if both arguments have one type.
@@ -318,4 +385,8 @@ fn rust_functions_match_their_c_declarations() {
     same::<unsafe extern "C" fn() -> _>(ffi::ud_rs_file_cache_new, ud_rs_file_cache_new);
     same::<unsafe extern "C" fn(_)>(ffi::ud_rs_file_cache_free, ud_rs_file_cache_free);
     same::<unsafe extern "C" fn(_, _, _) -> _>(ffi::ud_rs_file_cache_use, ud_rs_file_cache_use);
+    same::<unsafe extern "C" fn() -> _>(ffi::ud_rs_build_id_cache_new, ud_rs_build_id_cache_new);
+    same::<unsafe extern "C" fn(_)>(ffi::ud_rs_build_id_cache_free, ud_rs_build_id_cache_free);
+    same::<unsafe extern "C" fn(_, _, _) -> _>(ffi::ud_rs_build_id_lookup, ud_rs_build_id_lookup);
+    same::<unsafe extern "C" fn(_, _, _, _)>(ffi::ud_rs_build_id_store, ud_rs_build_id_store);
 }

@@ -158,6 +158,9 @@ void ud_commit_hooks_unregister(void);
 /* --- stack.c: the unwind callback -------------------------------------------------------- */
 
 void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace, u64 cookie);
+/* The build-id cache: set up first, freed last (after every callback). */
+int ud_stack_init(void);
+void ud_stack_exit(void);
 
 /* --- instances.c: the instance table, the option, the hooks that follow instances ------- */
 

@@ -126,10 +126,15 @@ int ud_ftrace_init(void)
 			    ud_hook_ok(UD_HOOK_ring_buffer_nest_end) &&
 			    ud_hook_ok(UD_HOOK_current_kprobe);
 	ud_events_init();
+	ret = ud_stack_init();
+	if (ret)
+		return ret;
 
 	ud_wq = alloc_workqueue("unwind_deferred", WQ_UNBOUND, 0);
-	if (!ud_wq)
-		return -ENOMEM;
+	if (!ud_wq) {
+		ret = -ENOMEM;
+		goto err_stack;
+	}
 	ud_deferred_init();
 
 	/* Without it an instance could be freed under us: required. */
@@ -166,6 +171,8 @@ err_probes:
 	ud_hook_unregister_kprobe(UD_HOOK_event_trace_del_tracer, &ud_del_tracer_probe);
 err_wq:
 	destroy_workqueue(ud_wq);
+err_stack:
+	ud_stack_exit();
 	return ret;
 }
 
@@ -195,4 +202,5 @@ void ud_ftrace_exit(void)
 	ud_hook_unregister_kprobe(UD_HOOK_event_trace_del_tracer, &ud_del_tracer_probe);
 	/* Runs every release work: cancels the unwind works and frees the instances. */
 	destroy_workqueue(ud_wq);
+	ud_stack_exit();
 }

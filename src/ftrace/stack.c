@@ -44,51 +44,51 @@ struct ud_file_note {
 
 /*
  * Build-ids of recently described files, so that reminders and other processes mapping the
- * same file do not read its ELF notes again (on a network or 9p file system each read is a
- * round trip). Keyed by super block and inode number, not by the struct inode: 9p without a
- * cache gives each open its own inode. The ctime check makes a file rewritten in place (or
- * a reused inode number) read again. Internal only: the trace never shows these numbers.
- * Bounded: direct-mapped, 64 entries.
+ * same file do not read its ELF notes again: the policy (key, bound) is
+ * src/logic/build_id_cache.rs; the lock is here.
  */
-#define UD_BUILD_ID_CACHE_BITS	6
-struct ud_build_id_entry {
-	const struct super_block *sb;
-	unsigned long		ino;
-	struct timespec64	ctime;
-	__u32			size;	/* 0: the file has no build-id */
-	unsigned char		id[BUILD_ID_SIZE_MAX];
-};
-static struct ud_build_id_entry ud_build_ids[1 << UD_BUILD_ID_CACHE_BITS];
+static struct ud_build_id_cache *ud_build_ids;
 static DEFINE_SPINLOCK(ud_build_ids_lock);
+
+int ud_stack_init(void)
+{
+	static_assert(BUILD_ID_SIZE_MAX == 20);	/* the size the Rust side keeps */
+	ud_build_ids = ud_rs_build_id_cache_new();
+	return ud_build_ids ? 0 : -ENOMEM;
+}
+
+void ud_stack_exit(void)
+{
+	ud_rs_build_id_cache_free(ud_build_ids);
+	ud_build_ids = NULL;
+}
 
 static void ud_build_id_hex(struct file *file, char *hex)
 {
 	const struct inode *inode = file_inode(file);
-	struct ud_build_id_entry *e = &ud_build_ids[hash_64((u64)(unsigned long)inode->i_sb ^
-							     inode->i_ino, UD_BUILD_ID_CACHE_BITS)];
 	struct timespec64 ctime = inode_get_ctime(inode);
+	struct ud_file_key key = {
+		.sb = (u64)(unsigned long)inode->i_sb,
+		.ino = inode->i_ino,
+		.ctime_sec = ctime.tv_sec,
+		.ctime_nsec = ctime.tv_nsec,
+	};
 	unsigned char id[BUILD_ID_SIZE_MAX];
 	__u32 size = 0;
-	bool hit;
+	int kept;
 
 	spin_lock(&ud_build_ids_lock);
-	hit = e->sb == inode->i_sb && e->ino == inode->i_ino && timespec64_equal(&e->ctime, &ctime);
-	if (hit) {
-		size = e->size;
-		memcpy(id, e->id, size);
-	}
+	kept = ud_rs_build_id_lookup(ud_build_ids, &key, id);
 	spin_unlock(&ud_build_ids_lock);
-	if (!hit) {
+	if (kept >= 0) {
+		size = kept;
+	} else {
 		ud_count(build_id_reads);
 		if (!ud_hook_ok(UD_HOOK_build_id_parse_file) ||
 		    ud_call(build_id_parse_file)(file, id, &size) || size > BUILD_ID_SIZE_MAX)
 			size = 0;
 		spin_lock(&ud_build_ids_lock);
-		e->sb = inode->i_sb;
-		e->ino = inode->i_ino;
-		e->ctime = ctime;
-		e->size = size;
-		memcpy(e->id, id, size);
+		ud_rs_build_id_store(ud_build_ids, &key, id, size);
 		spin_unlock(&ud_build_ids_lock);
 	}
 	*bin2hex(hex, id, size) = '\0';

@@ -7,6 +7,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod build_id_cache;
 pub mod cfi;
 pub mod cookie;
 pub mod cookie_placement;

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The tracer's cache of recently read build-ids (src/ftrace/stack.c).
+//!
+//! A `file_cache` event carries the file's GNU build-id, read from its ELF notes. Reminders,
+//! and other processes mapping the same file, would read the notes again; on a network or
+//! 9p file system each read is a round trip. So the last build-ids read are kept, keyed by
+//! the file's super block and inode number (not by the `struct inode`: 9p without a cache
+//! gives each open its own inode), and its ctime, so that a file rewritten in place, or a
+//! reused inode number, is read again. Internal only: the trace never shows these numbers.
+//! Bounded: direct-mapped, [`BUILD_ID_CACHE_SLOTS`] entries.
+
+/// Entries of the cache.
+pub const BUILD_ID_CACHE_SLOTS: usize = 64;
+/// The longest build-id kept (the kernel's `BUILD_ID_SIZE_MAX`).
+pub const BUILD_ID_SIZE_MAX: usize = 20;
+
+/// What identifies a file's contents here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FileKey {
+    /// The super block (an address, only compared).
+    pub sb: u64,
+    pub ino: u64,
+    pub ctime_sec: i64,
+    pub ctime_nsec: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    key: Option<FileKey>,
+    /// 0: the file has no build-id.
+    len: u8,
+    id: [u8; BUILD_ID_SIZE_MAX],
+}
+
+const EMPTY: Entry = Entry { key: None, len: 0, id: [0; BUILD_ID_SIZE_MAX] };
+
+/// The cache (the caller serialises its use).
+pub struct BuildIdCache {
+    entries: [Entry; BUILD_ID_CACHE_SLOTS],
+}
+
+impl Default for BuildIdCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BuildIdCache {
+    /// An empty cache.
+    pub const fn new() -> Self {
+        Self { entries: [EMPTY; BUILD_ID_CACHE_SLOTS] }
+    }
+
+    /// The slot of `key`: the kernel's `hash_64()` of super block and inode number.
+    fn slot(key: &FileKey) -> usize {
+        const GOLDEN_RATIO_64: u64 = 0x61c8_8646_80b5_83eb;
+        let bits = BUILD_ID_CACHE_SLOTS.trailing_zeros();
+        ((key.sb ^ key.ino).wrapping_mul(GOLDEN_RATIO_64) >> (64 - bits)) as usize
+    }
+
+    /// The build-id kept for `key`, copied into `out`: its length (0: the file has none),
+    /// or `None` if the file must be read.
+    pub fn lookup(&self, key: &FileKey, out: &mut [u8; BUILD_ID_SIZE_MAX]) -> Option<usize> {
+        let entry = self.entries.get(Self::slot(key))?;
+        if entry.key.as_ref() != Some(key) {
+            return None;
+        }
+        let len = usize::from(entry.len).min(BUILD_ID_SIZE_MAX);
+        out[..len].copy_from_slice(&entry.id[..len]);
+        Some(len)
+    }
+
+    /// Keeps `id` (empty: the file has no build-id) as the build-id of `key`, replacing what
+    /// its slot held. An id longer than [`BUILD_ID_SIZE_MAX`] is kept as none.
+    pub fn store(&mut self, key: &FileKey, id: &[u8]) {
+        let Some(entry) = self.entries.get_mut(Self::slot(key)) else { return };
+        let id = if id.len() <= BUILD_ID_SIZE_MAX { id } else { &[] };
+        entry.key = Some(*key);
+        entry.len = id.len() as u8;
+        entry.id[..id.len()].copy_from_slice(id);
+    }
+}
