@@ -391,7 +391,7 @@ impl TaskWork {
     /// Queues the work on the current task (`task_work_add()`, TWA_NMI_CURRENT in NMI,
     /// TWA_RESUME otherwise). Any context. -EBUSY if it is queued already, the kernel's
     /// error (-ESRCH: the task exits) if it refuses.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn queue(&self, task: CurrentTask, nmi: bool) -> core::result::Result<(), i32> {
         let raw = task.0.as_ptr();
         // SAFETY: `task` is current, alive (type invariant); get_task_struct() is an atomic
@@ -418,6 +418,7 @@ impl TaskWork {
     /// The queued work starts (called from the kernel's task work, which dequeued `head`):
     /// it takes the reference, which it drops when it finishes. `None` when unload took the
     /// reference already ([`TaskWork::cancel`] lost the race with this run).
+    #[inline]
     pub(crate) fn begin_run(&self) -> Option<impl Drop> {
         self.take_reference()
     }
@@ -434,6 +435,7 @@ impl TaskWork {
         cancelled
     }
 
+    #[inline]
     fn take_reference(&self) -> Option<TaskRef> {
         // INVARIANT: whoever swaps the task out owns its reference.
         NonNull::new(self.task.swap(null_mut(), Ordering::AcqRel)).map(TaskRef)
@@ -684,6 +686,7 @@ impl StackContext<'_> {
     /// The tracer's hash of `file` for a run of frames in it (announcing the file to the
     /// instance if needed). `file` is the file of the mapping the last [`Self::lookup`]
     /// returned; any other value gets hash 0 and is not looked at.
+    #[inline]
     pub(crate) fn file_run(&mut self, file: usize) -> u32 {
         if file == 0 || file != self.file {
             return 0;
