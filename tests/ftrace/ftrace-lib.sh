@@ -33,8 +33,17 @@ stacks_of() {
 }
 
 # func_at ELF FILE_OFFSET: the function whose code holds FILE_OFFSET (via PT_LOAD + nm).
+# The program headers and symbols of each ELF are read once per guest (keyed by its path,
+# size, mtime and inode: a rebuilt file is read again); under TCG readelf and nm cost a
+# second or more each, and tests look up every frame of every stack.
 func_at() {
-	{ readelf -lW "$1"; echo "--- symbols"; nm -S --defined-only "$1"; } | awk -v off=$(($2)) '
+	_fa_key=$(stat -c '%n %s %Y %i' "$1" | cksum | cut -d' ' -f1)
+	_fa_syms=/tmp/ud-func-at.$_fa_key
+	if [ ! -s "$_fa_syms" ]; then
+		{ readelf -lW "$1"; echo "--- symbols"; nm -S --defined-only "$1"; } > "$_fa_syms.$$"
+		mv "$_fa_syms.$$" "$_fa_syms"
+	fi
+	awk -v off=$(($2)) '
 	function hex(s,  i, n) { # mawk has no strtonum
 		n = 0; s = tolower(s); sub(/^0x/, "", s)
 		for (i = 1; i <= length(s); i++) n = n * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
@@ -48,7 +57,7 @@ func_at() {
 	syms && vaddr != "" && ($3 == "t" || $3 == "T") && vaddr >= hex($1) && vaddr < hex($1) + hex($2) {
 		name = $4; exit
 	}
-	END { print (name == "" ? "?" : name) }'
+	END { print (name == "" ? "?" : name) }' "$_fa_syms"
 }
 
 build_id_of() { readelf -n "$1" | awk '/Build ID/ { print $3 }'; }
