@@ -223,6 +223,17 @@ impl UnwindInfoSource for TaskModules<'_> {
     }
 }
 
+/// The frame-pointer walk of the current task's user stack into `out`. Kept out of line:
+/// its loop is the hot path of `unwinder=fp`, and compiled inside the caller it came out
+/// a few instructions a frame longer.
+#[inline(never)]
+fn walk_current_fp(out: &mut [u64], user_end: u64, page: u64) -> usize {
+    let (ip, sp, fp) = sys::current_user_regs();
+    let regs = UserRegs { ip, sp, fp };
+    let mut mem = Windowed::new(CurrentUserMemory, page);
+    walker::walk(&mut mem, regs, user_end, out).0
+}
+
 /// Walks the current task's user stack into `out`: how many entries were written.
 fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot: &mut HotRows) -> usize {
     let user_end = sys::user_end();
@@ -234,10 +245,7 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot
     };
     if mode == Mode::Fp {
         add_unwinder(UnwinderCounter::walks_fp, 1);
-        let (ip, sp, fp) = sys::current_user_regs();
-        let regs = UserRegs { ip, sp, fp };
-        let mut mem = Windowed::new(CurrentUserMemory, page);
-        return walker::walk(&mut mem, regs, user_end, out).0;
+        return walk_current_fp(out, user_end, page);
     }
     add_unwinder(
         if mode == Mode::Cfi { UnwinderCounter::walks_cfi } else { UnwinderCounter::walks_auto },
