@@ -32,7 +32,11 @@ struct Entry {
     id: [u8; BUILD_ID_SIZE_MAX],
 }
 
-const EMPTY: Entry = Entry { key: None, len: 0, id: [0; BUILD_ID_SIZE_MAX] };
+const EMPTY: Entry = Entry {
+    key: None,
+    len: 0,
+    id: [0; BUILD_ID_SIZE_MAX],
+};
 
 /// The cache (the caller serialises its use).
 pub struct BuildIdCache {
@@ -48,7 +52,9 @@ impl Default for BuildIdCache {
 impl BuildIdCache {
     /// An empty cache.
     pub const fn new() -> Self {
-        Self { entries: [EMPTY; BUILD_ID_CACHE_SLOTS] }
+        Self {
+            entries: [EMPTY; BUILD_ID_CACHE_SLOTS],
+        }
     }
 
     /// The slot of `key`: the kernel's `hash_64()` of super block and inode number.
@@ -73,8 +79,14 @@ impl BuildIdCache {
     /// Keeps `id` (empty: the file has no build-id) as the build-id of `key`, replacing what
     /// its slot held. An id longer than [`BUILD_ID_SIZE_MAX`] is kept as none.
     pub fn store(&mut self, key: &FileKey, id: &[u8]) {
-        let Some(entry) = self.entries.get_mut(Self::slot(key)) else { return };
-        let id = if id.len() <= BUILD_ID_SIZE_MAX { id } else { &[] };
+        let Some(entry) = self.entries.get_mut(Self::slot(key)) else {
+            return;
+        };
+        let id = if id.len() <= BUILD_ID_SIZE_MAX {
+            id
+        } else {
+            &[]
+        };
         entry.key = Some(*key);
         entry.len = id.len() as u8;
         entry.id[..id.len()].copy_from_slice(id);

@@ -26,8 +26,14 @@ pub const OPTION_NAME: &[u8] = b"userstacktrace_delay";
 pub fn parse_trace_option(token: &[u8]) -> Option<bool> {
     // The kernel's isspace(): space, \t, \n, \v, \f, \r.
     let is_space = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
-    let start = token.iter().position(|c| !is_space(c)).unwrap_or(token.len());
-    let end = token.iter().rposition(|c| !is_space(c)).map_or(start, |i| i + 1);
+    let start = token
+        .iter()
+        .position(|c| !is_space(c))
+        .unwrap_or(token.len());
+    let end = token
+        .iter()
+        .rposition(|c| !is_space(c))
+        .map_or(start, |i| i + 1);
     let word = token.get(start..end).unwrap_or_default();
     match word.strip_prefix(b"no") {
         Some(name) if name == OPTION_NAME => Some(false),

@@ -1,10 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The tracer's build-id cache policy (src/logic/build_id_cache.rs).
 
-use unwind_logic::build_id_cache::{BuildIdCache, FileKey, BUILD_ID_CACHE_SLOTS, BUILD_ID_SIZE_MAX};
+use unwind_logic::build_id_cache::{
+    BuildIdCache, FileKey, BUILD_ID_CACHE_SLOTS, BUILD_ID_SIZE_MAX,
+};
 
 fn key(sb: u64, ino: u64, sec: i64) -> FileKey {
-    FileKey { sb, ino, ctime_sec: sec, ctime_nsec: 7 }
+    FileKey {
+        sb,
+        ino,
+        ctime_sec: sec,
+        ctime_nsec: 7,
+    }
 }
 
 #[test]
@@ -55,7 +62,9 @@ fn bounded_files_evict_each_other() {
     let mut out = [0u8; BUILD_ID_SIZE_MAX];
     // Far more files than slots: every lookup after is either the file's own id or a miss,
     // never another file's.
-    let files: Vec<FileKey> = (0..4 * BUILD_ID_CACHE_SLOTS as u64).map(|i| key(0x1000, i, 1)).collect();
+    let files: Vec<FileKey> = (0..4 * BUILD_ID_CACHE_SLOTS as u64)
+        .map(|i| key(0x1000, i, 1))
+        .collect();
     for (i, k) in files.iter().enumerate() {
         cache.store(k, &[i as u8; 8]);
     }
@@ -66,6 +75,9 @@ fn bounded_files_evict_each_other() {
             hits += 1;
         }
     }
-    assert!(hits <= BUILD_ID_CACHE_SLOTS, "{hits} hits from {BUILD_ID_CACHE_SLOTS} slots");
+    assert!(
+        hits <= BUILD_ID_CACHE_SLOTS,
+        "{hits} hits from {BUILD_ID_CACHE_SLOTS} slots"
+    );
     assert!(hits >= BUILD_ID_CACHE_SLOTS / 2, "only {hits} files kept");
 }

@@ -167,7 +167,10 @@ fn trace_options_tokens_are_read_as_the_kernel_reads_them() {
     assert_eq!(parse_trace_option(b"nouserstacktrace_delay"), Some(false));
     // White space around the token, as trace_set_options() strips it.
     assert_eq!(parse_trace_option(b"  userstacktrace_delay\n"), Some(true));
-    assert_eq!(parse_trace_option(b"\tnouserstacktrace_delay \x0b\x0c\r"), Some(false));
+    assert_eq!(
+        parse_trace_option(b"\tnouserstacktrace_delay \x0b\x0c\r"),
+        Some(false)
+    );
     // Other options, prefixes, extensions and spacing inside the token are not ours.
     for other in [
         &b"userstacktrace"[..],
@@ -183,6 +186,11 @@ fn trace_options_tokens_are_read_as_the_kernel_reads_them() {
         b"   ",
         b"user stacktrace_delay",
     ] {
-        assert_eq!(parse_trace_option(other), None, "{:?}", String::from_utf8_lossy(other));
+        assert_eq!(
+            parse_trace_option(other),
+            None,
+            "{:?}",
+            String::from_utf8_lossy(other)
+        );
     }
 }
