@@ -44,13 +44,11 @@ void ud_hooks_report(void);
 
 /* --- Context of the current task -------------------------------------------------- */
 
-/* The CPU we run on; CPU ids; interrupts; task references. */
+/* The CPU we run on; CPU ids; interrupts. */
 unsigned int ud_smp_processor_id(void);
 unsigned int ud_nr_cpu_ids(void);
 unsigned long ud_local_irq_save(void);
 void ud_local_irq_restore(unsigned long flags);
-void ud_get_task(struct task_struct *task);
-void ud_put_task(struct task_struct *task);
 /* Saved user registers of current: ip, sp, bp. */
 void ud_current_user_regs(ud_u64 *ip, ud_u64 *sp, ud_u64 *fp);
 /* Whether current has an mm (false once exit_mm() ran). */

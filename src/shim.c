@@ -112,8 +112,6 @@ static inline enum ud_unwindable ud_current_unwindable(void)
 
 unsigned int ud_smp_processor_id(void) { return raw_smp_processor_id(); }
 unsigned int ud_nr_cpu_ids(void) { return nr_cpu_ids; }
-void ud_get_task(struct task_struct *task) { get_task_struct(task); }
-void ud_put_task(struct task_struct *task) { put_task_struct(task); }
 bool ud_current_has_mm(void) { return current->mm != NULL; }
 ud_u64 ud_user_end(void) { return TASK_SIZE_MAX; }
 

@@ -17,6 +17,12 @@ use core::ptr::{null_mut, NonNull};
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 use kernel::prelude::*;
+use kernel::task::Task;
+// The one Rust difference between the kernels (set by Kbuild): where the kernel crate has ARef.
+#[cfg(ud_aref_in_sync)]
+use kernel::sync::aref::ARef;
+#[cfg(not(ud_aref_in_sync))]
+use kernel::types::ARef;
 
 use crate::ffi;
 
@@ -341,15 +347,19 @@ impl CurrentTask {
     }
 }
 
-/// A reference on a task (`get_task_struct()`), dropped with the value.
-struct TaskRef(NonNull<ffi::task_struct>);
+/// A reference on a task (`get_task_struct()`), dropped with the value (`put_task_struct()`:
+/// when it is the last one the task is freed through RCU, which is safe in every context we
+/// drop one in; in NMI we only drop a reference while current holds its own).
+type TaskRef = ARef<Task>;
 
-impl Drop for TaskRef {
-    fn drop(&mut self) {
-        // SAFETY: the reference this value owns. When it is the last one, put_task_struct()
-        // frees the task through RCU, which is safe in any context we drop it in (the task
-        // work; in NMI we only drop a reference while current holds its own).
-        unsafe { ffi::ud_put_task(self.0.as_ptr()) };
+impl CurrentTask {
+    /// A new reference on the task (an atomic increment: NMI-safe).
+    #[inline]
+    fn get(self) -> TaskRef {
+        // SAFETY: `self.0` is current, alive while we run (type invariant), and `Task` is a
+        // transparent wrapper of `struct task_struct`.
+        let task = unsafe { &*self.0.as_ptr().cast::<Task>() };
+        ARef::from(task)
     }
 }
 
@@ -393,16 +403,13 @@ impl TaskWork {
     /// error (-ESRCH: the task exits) if it refuses.
     #[inline(always)]
     pub(crate) fn queue(&self, task: CurrentTask, nmi: bool) -> core::result::Result<(), i32> {
-        let raw = task.0.as_ptr();
-        // SAFETY: `task` is current, alive (type invariant); get_task_struct() is an atomic
-        // increment (NMI-safe).
-        unsafe { ffi::ud_get_task(raw) };
-        let reference = TaskRef(task.0);
+        let raw = ARef::into_raw(task.get()).as_ptr().cast::<ffi::task_struct>();
         // INVARIANT: the reference is stored in `task`, and only if no queueing holds it.
         if self.task.compare_exchange(null_mut(), raw, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            // SAFETY: the reference of into_raw just above, not stored.
+            drop(unsafe { TaskRef::from_raw(NonNull::new_unchecked(raw.cast::<Task>())) });
             return Err(EBUSY.to_errno());
         }
-        core::mem::forget(reference);
         // SAFETY: `head` is not queued (we stored the task above and it was null: type
         // invariant) and lives as long as the module's state, which outlives every task work
         // (unload takes them back or waits for them).
@@ -429,8 +436,9 @@ impl TaskWork {
         // Take the reference first: then the task stays valid for task_work_cancel() even
         // if the work runs and finishes meanwhile (it then finds no reference to drop).
         let Some(reference) = self.take_reference() else { return false };
+        let task = core::ptr::from_ref::<Task>(&reference).cast_mut().cast::<ffi::task_struct>();
         // SAFETY: we hold a reference on the task (above); process context.
-        let cancelled = unsafe { ffi::ud_task_work_cancel(reference.0.as_ptr(), self.head()) };
+        let cancelled = unsafe { ffi::ud_task_work_cancel(task, self.head()) };
         drop(reference);
         cancelled
     }
@@ -438,7 +446,9 @@ impl TaskWork {
     #[inline]
     fn take_reference(&self) -> Option<TaskRef> {
         // INVARIANT: whoever swaps the task out owns its reference.
-        NonNull::new(self.task.swap(null_mut(), Ordering::AcqRel)).map(TaskRef)
+        let task = NonNull::new(self.task.swap(null_mut(), Ordering::AcqRel))?;
+        // SAFETY: a pointer of ARef::into_raw (type invariant), whose reference is ours now.
+        Some(unsafe { TaskRef::from_raw(task.cast::<Task>()) })
     }
 }
 
