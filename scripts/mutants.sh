@@ -31,7 +31,7 @@ for name in "${names[@]}"; do
 	patch=$REPO/tests/mutants/$name.patch
 	test=$(sed -n 's/^Test: //p' "$patch" | head -1)
 	what=$(sed -n 's/^What: //p' "$patch" | head -1)
-	wt=$(mktemp -d /tmp/ud-mutant.XXXXXX)
+	wt=/tmp/ud-mutant.$$.$name # a scratch worktree, removed below
 	rm -rf "$wt"
 	git -C "$REPO" worktree add --detach "$wt" HEAD >/dev/null 2>&1
 	verdict=

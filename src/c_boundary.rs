@@ -250,14 +250,27 @@ pub(crate) unsafe extern "C" fn ud_rs_resolve_stack(
     ftrace::resolve_stack(unsafe { StackContext::new(ctx) }, frames, offsets, hashes);
 }
 
+/// `value` in a box that C holds as the opaque struct `C` (null when out of memory).
+fn box_for_c<T, C>(value: T) -> *mut C {
+    KBox::new(value, GFP_KERNEL).map_or(core::ptr::null_mut(), |b| KBox::into_raw(b).cast())
+}
+
+/// Frees a box of [`box_for_c`].
+///
+/// # Safety
+///
+/// `ptr` is null or came from `box_for_c::<T, C>` and is not used afterwards.
+unsafe fn free_from_c<T, C>(ptr: *mut C) {
+    if let Some(ptr) = NonNull::new(ptr) {
+        // SAFETY: guaranteed by our caller: the `KBox<T>` of box_for_c().
+        drop(unsafe { KBox::from_raw(ptr.as_ptr().cast::<T>()) });
+    }
+}
+
 /// A new, empty per-instance file cache (null when out of memory).
 #[no_mangle]
 pub(crate) extern "C" fn ud_rs_file_cache_new() -> *mut ffi::ud_file_cache {
-    match KBox::new(FileCache::new(), GFP_KERNEL) {
-        // C sees the cache as the opaque `struct ud_file_cache`.
-        Ok(cache) => KBox::into_raw(cache).cast(),
-        Err(_) => core::ptr::null_mut(),
-    }
+    box_for_c(FileCache::new())
 }
 
 /// Frees a cache of [`ud_rs_file_cache_new`].
@@ -267,11 +280,8 @@ pub(crate) extern "C" fn ud_rs_file_cache_new() -> *mut ffi::ud_file_cache {
 /// `cache` is null or came from `ud_rs_file_cache_new` and is not used afterwards.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn ud_rs_file_cache_free(cache: *mut ffi::ud_file_cache) {
-    if !cache.is_null() {
-        // SAFETY: guaranteed by our caller: `cache` is the FileCache box of
-        // ud_rs_file_cache_new().
-        drop(unsafe { KBox::from_raw(cache.cast::<FileCache>()) });
-    }
+    // SAFETY: guaranteed by our caller.
+    unsafe { free_from_c::<FileCache, _>(cache) };
 }
 
 /// Records a use of `hash` in an instance; true when a `file_cache` event must precede
@@ -297,11 +307,7 @@ pub(crate) unsafe extern "C" fn ud_rs_file_cache_use(
 /// A new, empty build-id cache (null when out of memory).
 #[no_mangle]
 pub(crate) extern "C" fn ud_rs_build_id_cache_new() -> *mut ffi::ud_build_id_cache {
-    match KBox::new(BuildIdCache::new(), GFP_KERNEL) {
-        // C sees the cache as the opaque `struct ud_build_id_cache`.
-        Ok(cache) => KBox::into_raw(cache).cast(),
-        Err(_) => core::ptr::null_mut(),
-    }
+    box_for_c(BuildIdCache::new())
 }
 
 /// Frees a cache of [`ud_rs_build_id_cache_new`].
@@ -311,10 +317,8 @@ pub(crate) extern "C" fn ud_rs_build_id_cache_new() -> *mut ffi::ud_build_id_cac
 /// `cache` is null or came from `ud_rs_build_id_cache_new` and is not used afterwards.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn ud_rs_build_id_cache_free(cache: *mut ffi::ud_build_id_cache) {
-    if !cache.is_null() {
-        // SAFETY: guaranteed by our caller: the BuildIdCache box of ud_rs_build_id_cache_new().
-        drop(unsafe { KBox::from_raw(cache.cast::<BuildIdCache>()) });
-    }
+    // SAFETY: guaranteed by our caller.
+    unsafe { free_from_c::<BuildIdCache, _>(cache) };
 }
 
 fn file_key(key: &ffi::ud_file_key) -> FileKey {

@@ -39,23 +39,23 @@ pub(crate) fn cancel(work: WorkPtr, clear_tasks: impl Fn(u32)) {
     if bit == 0 || bit >= usize::BITS || !WORKS.owns(bit, work) {
         return; // Never initialised, already cancelled, or not ours: nothing to do.
     }
-    // No new callback of `work` starts, and those running finish before this returns
-    // (it waits for SRCU readers).
-    WORKS.retire(bit);
-    work.set_bit(-1);
-    // Race: a request that read the old bit just before we cleared it may still be
-    // setting it in a task's mask. Requests run with interrupts off (or in NMI), which
-    // synchronize_rcu() waits for: after it, no request can set the bit again.
-    sys::synchronize_rcu();
-    clear_tasks(bit);
+    // No new callback of `work` starts; retire() waits for those running (SRCU readers)
+    // after the steps below.
+    WORKS.retire(bit, || {
+        work.set_bit(-1);
+        // Race: a request that read the old bit just before we cleared it may still be
+        // setting it in a task's mask. Requests run with interrupts off (or in NMI), which
+        // synchronize_rcu() waits for: after it, no request can set the bit again.
+        sys::synchronize_rcu();
+        clear_tasks(bit);
+    });
     // Race: a task work that took its bits before the clearing marks the bit completed in
     // its task after it (it found the work retired, or called it before). Left there, a
     // completed bit would filter out the callback of the bit's next owner if that owner
     // requested later in the same kernel entry: its request returns 0 and it is never
-    // called back. Wait for such task works (they hold the SRCU read section while they
-    // handle their bits); then no task work holds the bit and no request can set it:
-    // clear it again.
-    sys::synchronize_srcu();
+    // called back. retire() waited for such task works (they hold the SRCU read section
+    // while they handle their bits); now no task work holds the bit and no request can set
+    // it: clear it again.
     clear_tasks(bit);
     bits.free(bit);
 }

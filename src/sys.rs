@@ -86,7 +86,7 @@ pub(crate) fn synchronize_rcu() {
 }
 
 /// Waits for every [`SrcuReadGuard`] section running now.
-pub(crate) fn synchronize_srcu() {
+fn synchronize_srcu() {
     // SAFETY: synchronize_srcu() on the module's static srcu_struct; may sleep (as above).
     unsafe { ffi::ud_synchronize_srcu() }
 }
@@ -568,7 +568,7 @@ impl Drop for Vma {
 ///
 /// `0` points to a `struct unwind_work` that stays valid from `unwind_deferred_init()` until
 /// `unwind_deferred_cancel()` returned (the API's contract with its callers).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub(crate) struct WorkPtr(NonNull<ffi::unwind_work>);
 
 impl WorkPtr {
@@ -606,7 +606,7 @@ impl WorkPtr {
 ///
 /// A non-null entry is the [`WorkPtr`] of a registered work. It stays valid while a reader
 /// that found it is in its [`SrcuReadGuard`] section: [`WorkTable::retire`] nulls the entry
-/// and waits for those sections before the work's cancel can return.
+/// and waits for those sections before it returns, and so before the work's cancel can.
 pub(crate) struct WorkTable([AtomicPtr<ffi::unwind_work>; usize::BITS as usize]);
 
 impl WorkTable {
@@ -628,12 +628,14 @@ impl WorkTable {
         self.0.get(bit as usize).is_some_and(|slot| slot.load(Ordering::Relaxed) == work.0.as_ptr())
     }
 
-    /// Nobody owns `bit` any more, and no callback of its last owner runs once this returns
-    /// (it waits for SRCU readers; may sleep).
-    pub(crate) fn retire(&self, bit: u32) {
+    /// Nobody owns `bit` any more: its entry is nulled, `meanwhile` runs, and then the wait
+    /// for SRCU readers, after which no callback of its last owner runs (may sleep). (The
+    /// caller's steps go between the two, so that one wait serves them too.)
+    pub(crate) fn retire(&self, bit: u32, meanwhile: impl FnOnce()) {
         if let Some(slot) = self.0.get(bit as usize) {
             slot.store(null_mut(), Ordering::Release);
         }
+        meanwhile();
         synchronize_srcu();
     }
 
