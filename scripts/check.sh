@@ -53,6 +53,7 @@ cd "$REPO"
 default_kernels="6.12 7.3"
 [ "$flavour" = debug ] && default_kernels=6.12
 kernels=${KERNEL:-$default_kernels}
+first=${kernels%% *} # the series that also gets the ftracetest run and the full perf comparisons
 out=$REPO/out/check-$flavour$suffix
 mkdir -p "$out"
 passed=0 failed=0 timings=()
@@ -148,15 +149,14 @@ for series in $kernels; do
 		count harness-selftest
 	fi
 	# The perf comparisons (cfi-vs-perf.tc, 40 events a workload by default) are most of a
-	# VM suite's time (1,060 of 1,904 s on 6.12 in one run): on the other series, whose
+	# VM suite's time (1,060 of 1,904 s on 6.12 in one run): after the first series, whose
 	# difference is the kernel and not the comparison, 10 a workload, as the ftracetest run
 	# of 7.3 had them and passed (make soak keeps its own size everywhere).
-	perf_events=${UD_PERF_EVENTS:-}
-	[ "$series" = 6.12 ] || perf_events=${UD_PERF_EVENTS:-10}
-	echo "sizes: $(env | grep -E '^UD_' | sort | tr '\n' ' ')${perf_events:+ UD_PERF_EVENTS=$perf_events}"
+	[ "$series" = "$first" ] || export UD_PERF_EVENTS=${UD_PERF_EVENTS:-10}
+	echo "sizes: $(env | grep -E '^UD_' | sort | tr '\n' ' ')"
 	# (The suite excludes the benchmarks by name: vng passes the guest's command in the
 	# kernel command line, which a list of every test's path would overflow.)
-	phase vm-suite$sfx env ${perf_events:+UD_PERF_EVENTS=$perf_events} UD_EXCLUDE='bench-*.tc' "$REPO/scripts/vm-test.sh" --kernel "$kdir" \
+	phase vm-suite$sfx env UD_EXCLUDE='bench-*.tc' "$REPO/scripts/vm-test.sh" --kernel "$kdir" \
 		--timeout $guest_timeout --out "$out/vm$sfx" || status=1
 	count vm-suite$sfx
 	check_skips vm-suite$sfx || status=1
@@ -165,7 +165,7 @@ for series in $kernels; do
 	# (6.12): what it shows is that they run under ftracetest, which does not depend on the
 	# series, and it costs about 10 minutes under TCG (a CI run of both series with it on
 	# each did not finish within CI's 90 minutes). UD_FTRACETEST_ALL=1 runs it on every series.
-	if [ "$series" = "${kernels%% *}" ] || [ "${UD_FTRACETEST_ALL:-0}" = 1 ]; then
+	if [ "$series" = "$first" ] || [ "${UD_FTRACETEST_ALL:-0}" = 1 ]; then
 		ksrc=$("$REPO/scripts/kernel.sh" source "$series" 2>/dev/null | tail -1)
 		phase ftracetest$sfx env UD_PERF_EVENTS=10 "$REPO/scripts/vm-test.sh" --kernel "$kdir" \
 			--timeout $guest_timeout --ftracetest "$ksrc/tools/testing/selftests/ftrace/ftracetest" \

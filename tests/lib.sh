@@ -44,8 +44,9 @@ load_client() { load_module; grep -q '^unwind_test_client ' /proc/modules || ins
 # read-only 9p root, and without the cache perf script cannot unwind through the vDSO that
 # perf record saw (it reads the vDSO's build-id from perf.data, looks for the saved image and
 # gives up at that frame). perf.data (-o "$UD_PERF_TMP/..."): on 7.3 perf record cannot write
-# it to the 9p share (it stops after the header), and on 6.12 a perf.data on the share ends up
-# with no build-ids at all, which only hid the first problem.
+# it to the 9p share (it stops after the header), on 6.12 a perf.data on the share ends up
+# with no build-ids at all, which only hid the first problem, and under --icount each of
+# perf's writes there is a round trip to the host inside the benchmarks' instruction count.
 UD_PERF_TMP=/tmp/ud-perf
 perf_local() { mkdir -p "$UD_PERF_TMP/buildid" && perf --buildid-dir "$UD_PERF_TMP/buildid" "$@"; }
 
