@@ -207,9 +207,9 @@ unsigned int ud_stack_file_run(void *ctx, void *file)
 	bool announce;
 
 	/*
-	 * Announce the file if this instance has not (recently). A use is counted per run of
-	 * frames in one file, not per frame, so that the reminder comes every so many stacks,
-	 * whatever their depth.
+	 * Announce the file if this instance has not (recently). A use is counted per stack
+	 * that meets the file (the resolver asks once per stack and file), not per frame, so
+	 * that the reminder comes every so many stacks, whatever their depth.
 	 */
 	spin_lock(&space->inst->cache_lock);
 	announce = ud_rs_file_cache_use(space->inst->file_cache, space->cache_gen, hash);

@@ -4,8 +4,11 @@
 //!
 //! The address space is behind [`AddressSpace`]: the module looks mappings up under the
 //! mmap lock, tests use a table. Consecutive frames usually lie in one mapping (a program's
-//! own call chain, then the C library's), so a mapping is looked up only when a frame
-//! falls outside the previous frame's, and a file is hashed once per run of frames in it.
+//! own call chain, then the C library's), and a stack alternates between a few (an
+//! interpreter's stack goes from the C library to the interpreter and back to the C
+//! library's start-up code and the interpreter's `_start`): a mapping is looked up only when
+//! a frame falls outside the [`RECENT`] mappings met last in this stack, and a file is
+//! hashed once per stack while it stays among them.
 
 use super::file_id::{file_offset, HASH_ANON, HASH_NO_MAPPING};
 
@@ -23,14 +26,54 @@ pub struct Mapping {
     pub file: usize,
 }
 
+/// Mappings (and their files' hashes) a resolution keeps: a stack meets a few files.
+pub const RECENT: usize = 4;
+
 /// The address space a stack is resolved in.
 pub trait AddressSpace {
     /// The mapping that contains `addr`, if any.
     fn lookup(&mut self, addr: u64) -> Option<Mapping>;
-    /// A run of frames in `file` (non-zero) starts: returns the hash to record for it (not
-    /// [`HASH_ANON`] or [`HASH_NO_MAPPING`]). Called once per run, so that callers may count
-    /// uses of a file per run (the reminder rule of `file_cache`).
+    /// Frames in `file` (non-zero) start: returns the hash to record for it (not
+    /// [`HASH_ANON`] or [`HASH_NO_MAPPING`]). Called once per stack and file while the file
+    /// stays among the [`RECENT`] mappings met last (again only if it left them), so that
+    /// callers may count uses of a file per stack (the reminder rule of `file_cache`).
     fn file_run(&mut self, file: usize) -> u32;
+}
+
+/// The mappings met last, with the hash of each one's file.
+struct Recent {
+    /// Most recent first; `len` of them in use.
+    kept: [(Mapping, u32); RECENT],
+    len: usize,
+}
+
+impl Recent {
+    /// The kept mapping that holds `addr`, moved to the front.
+    fn find(&mut self, addr: u64) -> Option<(Mapping, u32)> {
+        let kept = self.kept.get_mut(..self.len)?;
+        let i = kept
+            .iter()
+            .position(|(m, _)| m.start <= addr && addr < m.end)?;
+        kept[..=i].rotate_right(1);
+        kept.first().copied()
+    }
+
+    /// The hash of `file` if a kept mapping is in it.
+    fn hash_of(&self, file: usize) -> Option<u32> {
+        let kept = self.kept.get(..self.len)?;
+        kept.iter().find(|(m, _)| m.file == file).map(|&(_, h)| h)
+    }
+
+    /// Keeps `m` in front (the oldest is dropped when full).
+    fn keep(&mut self, m: Mapping, hash: u32) {
+        self.len = (self.len + 1).min(RECENT);
+        if let Some(kept) = self.kept.get_mut(..self.len) {
+            kept.rotate_right(1);
+            if let Some(first) = kept.first_mut() {
+                *first = (m, hash);
+            }
+        }
+    }
 }
 
 /// Resolves `frames` into `offsets` and `hashes` (the three slices have the same length;
@@ -48,34 +91,47 @@ pub fn resolve(
 ) {
     let n = frames.len().min(offsets.len()).min(hashes.len());
     let (frames, offsets, hashes) = (&frames[..n], &mut offsets[..n], &mut hashes[..n]);
-    // The file of the previous frame, and its hash: a run continues while it matches (also
-    // across two mappings of one file).
-    let mut run: Option<(usize, u32)> = None;
+    const NONE: Mapping = Mapping {
+        start: 0,
+        end: 0,
+        pgoff: 0,
+        file: 0,
+    };
+    let mut recent = Recent {
+        kept: [(NONE, 0); RECENT],
+        len: 0,
+    };
     let mut i = 0;
     while let Some(&addr) = frames.get(i) {
-        let Some(m) = space
-            .lookup(addr)
-            .filter(|m| m.start <= addr && addr < m.end)
-        else {
-            offsets[i] = addr;
-            hashes[i] = HASH_NO_MAPPING;
-            run = None;
-            i += 1;
-            continue;
+        let (m, hash) = match recent.find(addr) {
+            Some(kept) => kept,
+            None => {
+                let Some(m) = space
+                    .lookup(addr)
+                    .filter(|m| m.start <= addr && addr < m.end)
+                else {
+                    offsets[i] = addr;
+                    hashes[i] = HASH_NO_MAPPING;
+                    i += 1;
+                    continue;
+                };
+                // (Two mappings of one file, such as its header page and its text, share
+                // the file's hash and its use.)
+                let hash = match m.file {
+                    0 => HASH_ANON,
+                    file => recent.hash_of(file).unwrap_or_else(|| space.file_run(file)),
+                };
+                recent.keep(m, hash);
+                (m, hash)
+            }
+        };
+        let bias = if m.file == 0 {
+            0
+        } else {
+            file_offset(0, m.start, m.pgoff, page_shift)
         };
         // Every frame from `i` on that lies in `m` is resolved here, without another lookup
         // (this loop is most of the work on a deep stack: keep it tight).
-        let (hash, bias) = if m.file == 0 {
-            run = None;
-            (HASH_ANON, 0)
-        } else {
-            let hash = match run {
-                Some((file, h)) if file == m.file => h,
-                _ => space.file_run(m.file),
-            };
-            run = Some((m.file, hash));
-            (hash, file_offset(0, m.start, m.pgoff, page_shift))
-        };
         for ((&addr, offset), h) in frames[i..]
             .iter()
             .zip(&mut offsets[i..])

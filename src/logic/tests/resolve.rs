@@ -94,14 +94,15 @@ fn one_file_in_two_mappings_is_one_run_and_a_file_after_a_gap_a_new_one() {
     assert_eq!((space.lookups, space.runs.clone()), (2, vec![BIN]));
     assert_eq!(got[0].0, 0x100);
     assert_eq!(got[1].0, 0x1100);
-    // program, libc, program, JIT, program: four runs of the two files.
+    // program, libc, program, JIT, program: each mapping looked up once, each file hashed
+    // once (the mappings met last are kept for the rest of the stack).
     let mut space = Space::new();
     run(
         &mut space,
         &[0x40_2000, 0x7f00_1000, 0x40_2000, 0x7f10_0000, 0x40_2000],
     );
-    assert_eq!(space.runs, vec![BIN, LIBC, BIN, BIN]);
-    assert_eq!(space.lookups, 5);
+    assert_eq!(space.runs, vec![BIN, LIBC]);
+    assert_eq!(space.lookups, 3);
 }
 
 #[test]
@@ -131,12 +132,11 @@ fn a_lookup_that_answers_a_mapping_not_containing_the_address_is_not_trusted() {
     assert_eq!((offsets, hashes), ([0x5000, 0x800], [HASH_NO_MAPPING, 7]));
 }
 
-/// The rule, frame by frame: a lookup for every frame, a new run whenever the file differs
-/// from the previous frame's (or the previous frame was in no file).
-fn reference(space: &mut Space, frames: &[u64]) -> (Vec<(u64, u32)>, Vec<usize>) {
+/// The rule, frame by frame: each frame resolved in the mapping that holds it; a file hashed
+/// the first time the stack meets it.
+fn reference(space: &Space, frames: &[u64]) -> (Vec<(u64, u32)>, Vec<usize>) {
     let mut out = Vec::new();
     let mut runs = Vec::new();
-    let mut prev_file = 0;
     for &addr in frames {
         let m = space
             .maps
@@ -147,26 +147,42 @@ fn reference(space: &mut Space, frames: &[u64]) -> (Vec<(u64, u32)>, Vec<usize>)
             None => out.push((addr, HASH_NO_MAPPING)),
             Some(m) if m.file == 0 => out.push((addr, HASH_ANON)),
             Some(m) => {
-                if m.file != prev_file {
+                if !runs.contains(&m.file) {
                     runs.push(m.file);
                 }
                 out.push((addr - m.start + (m.pgoff << SHIFT), m.file as u32 * 0x100));
             }
         }
-        prev_file = m.map_or(0, |m| m.file);
     }
     (out, runs)
 }
 
-#[test]
-fn random_stacks_resolve_as_frame_by_frame_with_one_lookup_per_mapping_change() {
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
+fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
         seed
-    };
+    }
+}
+
+/// A random stack of `len` frames in runs over `places` (start, size).
+fn random_stack(next: &mut impl FnMut() -> u64, places: &[(u64, u64)], len: usize) -> Vec<u64> {
+    let mut frames = Vec::new();
+    while frames.len() < len {
+        let (start, size) = places[(next() % places.len() as u64) as usize];
+        // Runs of frames in one place, as real stacks have.
+        for _ in 0..1 + next() % 6 {
+            frames.push(start + next() % size);
+        }
+    }
+    frames.truncate(len);
+    frames
+}
+
+#[test]
+fn random_stacks_resolve_as_frame_by_frame_with_one_lookup_per_mapping() {
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     // Addresses in each mapping, between them, and in none.
     let places = [
         (0x40_0000, 0x1000),
@@ -178,34 +194,65 @@ fn random_stacks_resolve_as_frame_by_frame_with_one_lookup_per_mapping_change() 
     ];
     for _ in 0..2000 {
         let len = (next() % 40) as usize;
-        let mut frames = Vec::new();
-        while frames.len() < len {
-            let (start, size) = places[(next() % places.len() as u64) as usize];
-            // Runs of frames in one place, as real stacks have.
-            for _ in 0..1 + next() % 6 {
-                frames.push(start + next() % size);
-            }
-        }
-        frames.truncate(len);
+        let frames = random_stack(&mut next, &places, len);
         let mut space = Space::new();
         let got = run(&mut space, &frames);
-        let (want, want_runs) = reference(&mut Space::new(), &frames);
+        let (want, want_runs) = reference(&Space::new(), &frames);
         assert_eq!(got, want, "frames {frames:x?}");
         assert_eq!(space.runs, want_runs, "frames {frames:x?}");
-        // One lookup per frame that is not in the mapping of the frame before it.
-        let changes = frames
+        // The four mappings fit the resolver's recent ones: one lookup per mapping met, and
+        // one per frame in no mapping (nothing to keep).
+        let maps = Space::new().maps;
+        let in_map = |m: &Mapping| frames.iter().any(|&a| m.start <= a && a < m.end);
+        let unmapped = frames
             .iter()
-            .enumerate()
-            .filter(|&(i, &a)| {
-                i == 0 || {
-                    let prev = Space::new()
-                        .maps
-                        .into_iter()
-                        .find(|m| m.start <= frames[i - 1] && frames[i - 1] < m.end);
-                    !prev.is_some_and(|m| m.start <= a && a < m.end)
-                }
-            })
+            .filter(|&&a| !maps.iter().any(|m| m.start <= a && a < m.end))
             .count();
-        assert_eq!(space.lookups, changes, "frames {frames:x?}");
+        assert_eq!(
+            space.lookups,
+            maps.iter().filter(|m| in_map(m)).count() + unmapped,
+            "frames {frames:x?}"
+        );
+    }
+}
+
+#[test]
+fn more_files_than_the_resolver_keeps_still_resolve_exactly() {
+    // Seven files, one mapping each: the oldest leaves the recent ones and is looked up and
+    // hashed again when the stack comes back to it.
+    let maps: Vec<Mapping> = (0..7u64)
+        .map(|k| Mapping {
+            start: 0x10_0000 * (k + 1),
+            end: 0x10_0000 * (k + 1) + 0x8000,
+            pgoff: k,
+            file: 0x100 + k as usize,
+        })
+        .collect();
+    let places: Vec<(u64, u64)> = maps.iter().map(|m| (m.start, 0x8000)).collect();
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..2000 {
+        let len = (next() % 60) as usize;
+        let frames = random_stack(&mut next, &places, len);
+        let mut space = Space {
+            maps: maps.clone(),
+            lookups: 0,
+            runs: Vec::new(),
+        };
+        let got = run(&mut space, &frames);
+        let (want, want_runs) = reference(&space, &frames);
+        assert_eq!(got, want, "frames {frames:x?}");
+        // Each file at least once, and never more often than the stack changes file.
+        let changes = frames
+            .windows(2)
+            .filter(|w| w[0] >> 20 != w[1] >> 20)
+            .count()
+            + usize::from(!frames.is_empty());
+        assert!(space.runs.len() >= want_runs.len(), "frames {frames:x?}");
+        assert!(space.runs.len() <= changes, "frames {frames:x?}");
+        assert_eq!(
+            space.lookups,
+            space.runs.len(),
+            "one lookup per file met anew"
+        );
     }
 }
