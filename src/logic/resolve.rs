@@ -7,7 +7,7 @@
 //! own call chain, then the C library's), and a stack alternates between a few (an
 //! interpreter's stack goes from the C library to the interpreter and back to the C
 //! library's start-up code and the interpreter's `_start`): a mapping is looked up only when
-//! a frame falls outside the [`RECENT`] mappings met last in this stack, and a file is
+//! a frame falls outside the last [`RECENT`] mappings looked up in this stack, and a file is
 //! hashed once per stack while it stays among them.
 
 use super::file_id::{file_offset, HASH_ANON, HASH_NO_MAPPING};
@@ -35,27 +35,28 @@ pub trait AddressSpace {
     fn lookup(&mut self, addr: u64) -> Option<Mapping>;
     /// Frames in `file` (non-zero) start: returns the hash to record for it (not
     /// [`HASH_ANON`] or [`HASH_NO_MAPPING`]). Called once per stack and file while the file
-    /// stays among the [`RECENT`] mappings met last (again only if it left them), so that
+    /// stays among the last [`RECENT`] mappings looked up (again only if it left them), so that
     /// callers may count uses of a file per stack (the reminder rule of `file_cache`).
     fn file_run(&mut self, file: usize) -> u32;
 }
 
-/// The mappings met last, with the hash of each one's file.
+/// The last [`RECENT`] mappings looked up, with the hash of each one's file.
 struct Recent {
-    /// Most recent first; `len` of them in use.
     kept: [(Mapping, u32); RECENT],
+    /// Entries in use.
     len: usize,
+    /// The entry the next mapping replaces once all are in use (in turn: no entry moves,
+    /// which for 40-byte entries would cost a `memmove` at every change of file).
+    next: usize,
 }
 
 impl Recent {
-    /// The kept mapping that holds `addr`, moved to the front.
-    fn find(&mut self, addr: u64) -> Option<(Mapping, u32)> {
-        let kept = self.kept.get_mut(..self.len)?;
-        let i = kept
-            .iter()
-            .position(|(m, _)| m.start <= addr && addr < m.end)?;
-        kept[..=i].rotate_right(1);
-        kept.first().copied()
+    /// The kept mapping that holds `addr`.
+    fn find(&self, addr: u64) -> Option<(Mapping, u32)> {
+        let kept = self.kept.get(..self.len)?;
+        kept.iter()
+            .find(|(m, _)| m.start <= addr && addr < m.end)
+            .copied()
     }
 
     /// The hash of `file` if a kept mapping is in it.
@@ -64,14 +65,18 @@ impl Recent {
         kept.iter().find(|(m, _)| m.file == file).map(|&(_, h)| h)
     }
 
-    /// Keeps `m` in front (the oldest is dropped when full).
+    /// Keeps `m`, in place of the oldest when all entries are in use.
     fn keep(&mut self, m: Mapping, hash: u32) {
-        self.len = (self.len + 1).min(RECENT);
-        if let Some(kept) = self.kept.get_mut(..self.len) {
-            kept.rotate_right(1);
-            if let Some(first) = kept.first_mut() {
-                *first = (m, hash);
-            }
+        let at = if self.len < RECENT {
+            self.len += 1;
+            self.len - 1
+        } else {
+            let at = self.next;
+            self.next = (at + 1) % RECENT;
+            at
+        };
+        if let Some(slot) = self.kept.get_mut(at) {
+            *slot = (m, hash);
         }
     }
 }
@@ -100,6 +105,7 @@ pub fn resolve(
     let mut recent = Recent {
         kept: [(NONE, 0); RECENT],
         len: 0,
+        next: 0,
     };
     let mut i = 0;
     while let Some(&addr) = frames.get(i) {
