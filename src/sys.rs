@@ -469,9 +469,16 @@ pub(crate) fn current_user_regs() -> (u64, u64, u64) {
 }
 
 /// The saved user registers of the current task, by DWARF register number.
-pub(crate) fn current_user_regs_dwarf(out: &mut [u64; ffi::UD_USER_REGS as usize]) {
-    // SAFETY: `out` has room for the UD_USER_REGS registers the shim writes.
-    unsafe { ffi::ud_current_user_regs_dwarf(out.as_mut_ptr()) }
+pub(crate) fn current_user_regs_dwarf() -> [u64; ffi::UD_USER_REGS as usize] {
+    // (Not zeroed first: the shim writes every register, and the walk starts with a
+    // `memset` less.)
+    let mut out = core::mem::MaybeUninit::<[u64; ffi::UD_USER_REGS as usize]>::uninit();
+    // SAFETY: `out` has room for the UD_USER_REGS registers, and ud_current_user_regs_dwarf()
+    // writes all of them (its initializer names each one).
+    unsafe {
+        ffi::ud_current_user_regs_dwarf(out.as_mut_ptr().cast());
+        out.assume_init()
+    }
 }
 
 /// The stamp of the current task's address space, `(exec_id, seq)`: two walks that read

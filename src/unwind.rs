@@ -251,8 +251,7 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot
         if mode == Mode::Cfi { UnwinderCounter::walks_cfi } else { UnwinderCounter::walks_auto },
         1,
     );
-    let mut values = [0u64; ffi::UD_USER_REGS as usize];
-    sys::current_user_regs_dwarf(&mut values);
+    let values = sys::current_user_regs_dwarf();
     let params = WalkParams::new(mode, user_end, page);
     let maps = sys::current_maps_stamp().map(|(exec_id, seq)| {
         maps.begin(Stamp { exec_id, seq });
