@@ -87,7 +87,7 @@ fn anonymous_and_unmapped_frames_keep_their_address() {
 }
 
 #[test]
-fn one_file_in_two_mappings_is_one_run_and_a_file_after_a_gap_a_new_one() {
+fn one_file_in_two_mappings_is_hashed_once_and_so_is_a_file_the_stack_comes_back_to() {
     let mut space = Space::new();
     // Header page then text of the program (two mappings, one file): one run, two lookups.
     let got = run(&mut space, &[0x40_0100, 0x40_1100, 0x40_1200]);
