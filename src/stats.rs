@@ -133,9 +133,13 @@ unwinder_counters!(
     frames_fp,
     /// Signal frames unwound through.
     frames_signal,
-    /// CFI rows found in the per-CPU row cache, and computed.
+    /// CFI rows found in the caches (the task's hot rows, then the per-CPU row cache), and
+    /// computed.
     rows_cached,
     rows_computed,
+    /// Lookups that went past the task's hot rows to the per-CPU row cache (each with
+    /// preemption off around it).
+    rows_shared,
     /// User memory read by the CFI walks: bytes, and reads (one user-access section each).
     bytes_read,
     reads,

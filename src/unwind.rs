@@ -103,20 +103,24 @@ impl UnwindCaches {
 }
 
 /// This CPU's row cache, one access at a time (a walk may sleep between two; the row
-/// caches are never used from interrupts).
-struct PerCpuRows<'a>(&'a PerCpu<RowCache>);
+/// caches are never used from interrupts), and how many lookups reached it.
+struct PerCpuRows<'a> {
+    rows: &'a PerCpu<RowCache>,
+    lookups: u32,
+}
 
 impl RowStore for PerCpuRows<'_> {
     fn lookup(&mut self, module: u64, rel_pc: u64) -> Option<cfi::CompactRow> {
-        self.0.with(|cache| cache.lookup(module, rel_pc))
+        self.lookups = self.lookups.saturating_add(1);
+        self.rows.with(|cache| cache.lookup(module, rel_pc))
     }
 
     fn lookup_full(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool {
-        self.0.with(|cache| cache.lookup_full(module, rel_pc, out))
+        self.rows.with(|cache| cache.lookup_full(module, rel_pc, out))
     }
 
     fn store(&mut self, module: u64, rel_pc: u64, row: &Row) {
-        self.0.with(|cache| cache.store(module, rel_pc, row));
+        self.rows.with(|cache| cache.store(module, rel_pc, row));
     }
 }
 
@@ -258,7 +262,7 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot
         maps
     });
     let mut modules = TaskModules { caches, maps };
-    let mut rows = Layered { hot, shared: PerCpuRows(&caches.rows) };
+    let mut rows = Layered { hot, shared: PerCpuRows { rows: &caches.rows, lookups: 0 } };
     let r = cfi::walk(
         &mut CurrentUserMemory,
         &mut modules,
@@ -272,6 +276,7 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot
     add_unwinder(UnwinderCounter::frames_signal, r.stats.signal_frames.into());
     add_unwinder(UnwinderCounter::rows_cached, r.stats.cache_hits.into());
     add_unwinder(UnwinderCounter::rows_computed, r.stats.cache_misses.into());
+    add_unwinder(UnwinderCounter::rows_shared, rows.shared.lookups.into());
     add_unwinder(UnwinderCounter::bytes_read, r.stats.bytes_read);
     add_unwinder(UnwinderCounter::reads, r.stats.read_calls.into());
     count_stop(r.stop);
