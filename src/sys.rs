@@ -702,8 +702,8 @@ impl StackContext<'_> {
         found.then_some(m)
     }
 
-    /// The tracer's hash of `file` for a run of frames in it (announcing the file to the
-    /// instance if needed). `file` is the file of the mapping the last [`Self::lookup`]
+    /// The tracer's hash of `file` for the stack's frames in it (announcing the file to the
+    /// instance if needed; the resolver asks once per stack and file). `file` is the file of the mapping the last [`Self::lookup`]
     /// returned; any other value gets hash 0 and is not looked at.
     #[inline]
     pub(crate) fn file_run(&mut self, file: usize) -> u32 {
