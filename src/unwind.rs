@@ -32,7 +32,7 @@ use crate::logic::cfi::{
 };
 use crate::logic::task_maps::{Stamp, TaskMaps};
 use crate::logic::walker::{self, UserRegs, Windowed, WordReader};
-use crate::stats::{add, add_unwinder, bump, count_stop, Counter, UnwinderCounter};
+use crate::stats::{add, add_unwinder, add_walk, bump, Counter, UnwinderCounter};
 use crate::sys::{self, PerCpu, Vma};
 
 /// Frames kept per stack.
@@ -147,6 +147,9 @@ struct TaskModules<'a> {
     caches: &'a UnwindCaches,
     /// The task's cache of mappings, if its address space could be stamped.
     maps: Option<&'a mut TaskMaps>,
+    /// Answers from `maps`, and looked up (counted once the walk ends).
+    maps_cached: u32,
+    maps_looked_up: u32,
 }
 
 impl TaskModules<'_> {
@@ -212,10 +215,10 @@ impl TaskModules<'_> {
 impl UnwindInfoSource for TaskModules<'_> {
     fn find(&mut self, pc: u64) -> Located {
         if let Some((start, end, lookup)) = self.maps.as_mut().and_then(|maps| maps.find(pc)) {
-            add_unwinder(UnwinderCounter::maps_cached, 1);
+            self.maps_cached = self.maps_cached.saturating_add(1);
             return Located { start, end, lookup };
         }
-        add_unwinder(UnwinderCounter::maps_looked_up, 1);
+        self.maps_looked_up = self.maps_looked_up.saturating_add(1);
         let (start, end, lookup) = self.look_up(pc);
         // (An address in no mapping is not kept: it is a broken walk, not a mapping.)
         if lookup != Lookup::Unmapped {
@@ -251,17 +254,13 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot
         add_unwinder(UnwinderCounter::walks_fp, 1);
         return walk_current_fp(out, user_end, page);
     }
-    add_unwinder(
-        if mode == Mode::Cfi { UnwinderCounter::walks_cfi } else { UnwinderCounter::walks_auto },
-        1,
-    );
     let values = sys::current_user_regs_dwarf();
     let params = WalkParams::new(mode, user_end, page);
     let maps = sys::current_maps_stamp().map(|(exec_id, seq)| {
         maps.begin(Stamp { exec_id, seq });
         maps
     });
-    let mut modules = TaskModules { caches, maps };
+    let mut modules = TaskModules { caches, maps, maps_cached: 0, maps_looked_up: 0 };
     let mut rows = Layered { hot, shared: PerCpuRows { rows: &caches.rows, lookups: 0 } };
     let r = cfi::walk(
         &mut CurrentUserMemory,
@@ -271,15 +270,23 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot
         &params,
         out,
     );
-    add_unwinder(UnwinderCounter::frames_cfi, r.stats.cfi_frames.into());
-    add_unwinder(UnwinderCounter::frames_fp, r.stats.fp_frames.into());
-    add_unwinder(UnwinderCounter::frames_signal, r.stats.signal_frames.into());
-    add_unwinder(UnwinderCounter::rows_cached, r.stats.cache_hits.into());
-    add_unwinder(UnwinderCounter::rows_computed, r.stats.cache_misses.into());
-    add_unwinder(UnwinderCounter::rows_shared, rows.shared.lookups.into());
-    add_unwinder(UnwinderCounter::bytes_read, r.stats.bytes_read);
-    add_unwinder(UnwinderCounter::reads, r.stats.read_calls.into());
-    count_stop(r.stop);
+    let walks = if mode == Mode::Cfi { UnwinderCounter::walks_cfi } else { UnwinderCounter::walks_auto };
+    add_walk(
+        &[
+            (walks, 1),
+            (UnwinderCounter::frames_cfi, r.stats.cfi_frames.into()),
+            (UnwinderCounter::frames_fp, r.stats.fp_frames.into()),
+            (UnwinderCounter::frames_signal, r.stats.signal_frames.into()),
+            (UnwinderCounter::rows_cached, r.stats.cache_hits.into()),
+            (UnwinderCounter::rows_computed, r.stats.cache_misses.into()),
+            (UnwinderCounter::rows_shared, rows.shared.lookups.into()),
+            (UnwinderCounter::bytes_read, r.stats.bytes_read),
+            (UnwinderCounter::reads, r.stats.read_calls.into()),
+            (UnwinderCounter::maps_cached, modules.maps_cached.into()),
+            (UnwinderCounter::maps_looked_up, modules.maps_looked_up.into()),
+        ],
+        r.stop,
+    );
     r.len
 }
 
