@@ -167,18 +167,13 @@ pub(crate) fn add_unwinder(counter: UnwinderCounter, n: u64) {
 /// reason: one CPU number for all (if we migrate meanwhile, they go to the one we ran on:
 /// the sums are the same), and no atomic add for a zero count (most of a walk's are).
 pub(crate) fn add_walk(counts: &[(UnwinderCounter, u64)], stop: Stop) {
-    let Some(cpu) = all_cpus().get(sys::this_cpu() as usize) else { return };
-    let add = |idx: usize, n: u64| {
-        if let Some(c) = cpu.0.get(idx) {
-            c.fetch_add(n, Ordering::Relaxed);
-        }
-    };
+    let cpu = sys::this_cpu();
     for &(counter, n) in counts {
         if n != 0 {
-            add(UNWINDER_BASE + counter as usize, n);
+            add_on(cpu, UNWINDER_BASE + counter as usize, n);
         }
     }
-    add(STOP_BASE + stop.index(), 1);
+    add_on(cpu, STOP_BASE + stop.index(), 1);
 }
 
 /// Writes into a byte buffer, dropping what does not fit.

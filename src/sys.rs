@@ -703,8 +703,9 @@ impl StackContext<'_> {
     }
 
     /// The tracer's hash of `file` for the stack's frames in it (announcing the file to the
-    /// instance if needed; the resolver asks once per stack and file). `file` is the file of the mapping the last [`Self::lookup`]
-    /// returned; any other value gets hash 0 and is not looked at.
+    /// instance if needed; the resolver asks once per stack and file). `file` is the file of
+    /// the mapping the last [`Self::lookup`] returned; any other value gets hash 0 and is not
+    /// looked at.
     #[inline]
     pub(crate) fn file_run(&mut self, file: usize) -> u32 {
         if file == 0 || file != self.file {
