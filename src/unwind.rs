@@ -28,7 +28,7 @@ use kernel::sync::Mutex;
 use crate::ffi;
 use crate::logic::cfi::{
     self, elf, modules, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, Regs, Row, RowCache,
-    RowStore, UnwindInfoSource, UnwindMemory, WalkParams,
+    RowStore, StackWindow, UnwindInfoSource, UnwindMemory, WalkParams,
 };
 use crate::logic::task_maps::{Stamp, TaskMaps};
 use crate::logic::walker::{self, UserRegs, Windowed, WordReader};
@@ -54,8 +54,11 @@ pub(crate) struct StackCache {
     /// Where the unwind information of the task's recent mappings is (see [`TaskMaps`]).
     maps: TaskMaps,
     /// The rows of the code the task runs most (in front of the per-CPU row caches, which
-    /// each lookup must reach with preemption off; all-zero bytes: empty).
+    /// each lookup must reach with preemption off).
     hot: HotRows,
+    /// The stack window of the task's CFI walks: kept here so that a walk does not zero a
+    /// new one on the stack of the task work (512 bytes) each time.
+    window: StackWindow,
 }
 
 // A kmalloc bucket of 8 KiB at most.
@@ -73,6 +76,7 @@ impl StackCache {
                 entries: [0; MAX_ENTRIES],
                 maps: TaskMaps::new(),
                 hot: HotRows::new(),
+                window: StackWindow::new(),
             }),
             GFP_KERNEL,
         )
@@ -242,7 +246,13 @@ fn walk_current_fp(out: &mut [u64], user_end: u64, page: u64) -> usize {
 }
 
 /// Walks the current task's user stack into `out`: how many entries were written.
-fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot: &mut HotRows) -> usize {
+fn walk_current(
+    caches: &UnwindCaches,
+    out: &mut [u64],
+    maps: &mut TaskMaps,
+    hot: &mut HotRows,
+    window: &mut StackWindow,
+) -> usize {
     let user_end = sys::user_end();
     let page = kernel::page::PAGE_SIZE as u64;
     let mode = match sys::param_unwinder() {
@@ -262,7 +272,8 @@ fn walk_current(caches: &UnwindCaches, out: &mut [u64], maps: &mut TaskMaps, hot
     });
     let mut modules = TaskModules { caches, maps, maps_cached: 0, maps_looked_up: 0 };
     let mut rows = Layered { hot, shared: PerCpuRows { rows: &caches.rows, lookups: 0 } };
-    let r = cfi::walk(
+    let r = cfi::walk_in(
+        window,
         &mut CurrentUserMemory,
         &mut modules,
         &mut rows,
@@ -303,7 +314,7 @@ pub(crate) fn current_stack<'a>(cache: Option<&'a mut StackCache>, caches: &Unwi
         return &mut cache.entries[..nr];
     }
     let nr = if sys::current_has_mm() {
-        walk_current(caches, &mut cache.entries, &mut cache.maps, &mut cache.hot)
+        walk_current(caches, &mut cache.entries, &mut cache.maps, &mut cache.hot, &mut cache.window)
     } else {
         0 // exit_mm() already ran: the task exits with a pending request.
     };

@@ -254,54 +254,126 @@ impl Default for RowCache {
 /// Entries of a [`HotRows`] (a power of two): 2.5 KiB. With 32, two of the dozen return
 /// addresses of a python3 stack often shared an entry and evicted each other at every walk
 /// (a per-CPU lookup each time): 64 took 700 to 950 instructions off a python3 event
-/// (icount); two entries a set did no better (the longer lookup costs every frame).
+/// (icount). Two entries a set did no better (the longer lookup costs every frame); two
+/// places a row (below) cost a second probe only where the first misses.
 pub const HOT_ROWS: usize = 64;
 const HOT_INDEX_BITS: u32 = HOT_ROWS.trailing_zeros();
-const _: () = assert!(HOT_ROWS.is_power_of_two() && HOT_INDEX_BITS > 0);
+const _: () = assert!(HOT_ROWS.is_power_of_two() && HOT_INDEX_BITS > 0 && HOT_INDEX_BITS <= 16);
 
-/// A small direct-mapped cache of compact rows owned by one task, in front of the shared
-/// [`RowCache`]: the rows of the code a task runs again and again (a deep recursion repeats
-/// one return address at every frame). Only its task reads or writes it, so, unlike the
-/// module's per-CPU row caches, a lookup needs no preemption guard. All-zero bytes are an
-/// empty one (as for [`RowCache`]).
+/// A small cache of compact rows owned by one task, in front of the shared [`RowCache`]:
+/// the rows of the code a task runs again and again (a deep recursion repeats one return
+/// address at every frame). Only its task reads or writes it, so, unlike the module's
+/// per-CPU row caches, a lookup needs no preemption guard. Build it with [`HotRows::new`]
+/// (all-zero bytes lack the mark of the last entry).
+///
+/// Each row has two places (two-choice hashing): its first, which a lookup probes first,
+/// and a second, probed only when the first holds another row. A row goes to its first
+/// place if that is empty, else to its second if that is empty, else to its first. Direct
+/// mapping (one place) left two of a stack's rows in one entry in most python3 stacks
+/// (eighteen return addresses in 64 entries), which evicted each other at every walk: a
+/// simulation over random file ids gave 4.0 misses a warm walk of a python3 stack with one
+/// place, 0.5 with two.
 pub struct HotRows {
-    entries: [Entry; HOT_ROWS],
+    /// The rows, and at `HOT_ROWS` the mark of a row without a compact form (which a
+    /// lookup answers through its entry number like any other, see [`Layered`]).
+    entries: [Entry; HOT_ROWS + 1],
 }
 
 impl HotRows {
     /// An empty cache.
     pub const fn new() -> Self {
-        Self {
-            entries: [EMPTY_ENTRY; HOT_ROWS],
-        }
+        let mut entries = [EMPTY_ENTRY; HOT_ROWS + 1];
+        entries[HOT_ROWS].row = CompactRow::FULL;
+        Self { entries }
     }
 
+    /// The hash of the row of `rel_pc` in `module`, from which its two places are taken.
     #[inline(always)]
-    fn slot_of(module: u64, rel_pc: u64) -> usize {
-        let h = (rel_pc ^ module.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    fn hash_of(module: u64, rel_pc: u64) -> u64 {
+        (rel_pc ^ module.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+
+    /// The first place of a row of hash `h`.
+    #[inline(always)]
+    fn first_place(h: u64) -> usize {
         h.wrapping_shr(64 - HOT_INDEX_BITS) as usize
     }
 
-    /// The compact row of `rel_pc` in `module`, if this cache has it.
+    /// The second place of a row of hash `h`: other bits of the hash, and never the first
+    /// (a second place equal to the first would be no second chance).
     #[inline(always)]
-    pub fn find(&self, module: u64, rel_pc: u64) -> Option<CompactRow> {
-        let e = self.entries.get(Self::slot_of(module, rel_pc))?;
-        (e.module == module && e.rel_pc == rel_pc && e.row.is_row()).then_some(e.row)
+    fn second_place(h: u64) -> usize {
+        let first = Self::first_place(h);
+        let other = (h.wrapping_shr(64 - 2 * HOT_INDEX_BITS) as usize) & (HOT_ROWS - 1);
+        if other == first {
+            first ^ 1
+        } else {
+            other
+        }
     }
 
-    /// Keeps `row` (a compact row; anything else is not kept) for `rel_pc` in `module`.
+    /// Whether the entry `at` holds the row of `rel_pc` in `module`.
+    #[inline(always)]
+    fn holds(&self, at: usize, module: u64, rel_pc: u64) -> bool {
+        self.entries
+            .get(at)
+            .is_some_and(|e| e.module == module && e.rel_pc == rel_pc && e.row.is_row())
+    }
+
+    /// The entry holding the row of `rel_pc` in `module`, if it is in its first place.
+    #[inline(always)]
+    fn in_first_place(&self, module: u64, rel_pc: u64) -> Option<usize> {
+        let at = Self::first_place(Self::hash_of(module, rel_pc));
+        self.holds(at, module, rel_pc).then_some(at)
+    }
+
+    /// The entry holding the row of `rel_pc` in `module`, if it is in its second place.
     #[inline]
-    pub fn insert(&mut self, module: u64, rel_pc: u64, row: CompactRow) {
+    fn in_second_place(&self, module: u64, rel_pc: u64) -> Option<usize> {
+        let at = Self::second_place(Self::hash_of(module, rel_pc));
+        self.holds(at, module, rel_pc).then_some(at)
+    }
+
+    /// The entry holding the row of `rel_pc` in `module`, if any.
+    #[inline]
+    fn position(&self, module: u64, rel_pc: u64) -> Option<usize> {
+        self.in_first_place(module, rel_pc)
+            .or_else(|| self.in_second_place(module, rel_pc))
+    }
+
+    /// The row of entry `at` ([`CompactRow::FULL`] for `HOT_ROWS` and past it).
+    #[inline(always)]
+    fn row_at(&self, at: usize) -> CompactRow {
+        self.entries[at.min(HOT_ROWS)].row
+    }
+
+    /// The compact row of `rel_pc` in `module`, if this cache has it.
+    pub fn find(&self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+        self.position(module, rel_pc).map(|at| self.row_at(at))
+    }
+
+    /// Keeps `row` (a compact row; anything else is not kept) for `rel_pc` in `module`
+    /// (which this cache does not hold: a lookup missed it); returns the entry it went to.
+    #[inline]
+    pub fn insert(&mut self, module: u64, rel_pc: u64, row: CompactRow) -> Option<usize> {
         if !row.is_row() {
-            return;
+            return None;
         }
-        if let Some(e) = self.entries.get_mut(Self::slot_of(module, rel_pc)) {
-            *e = Entry {
-                module,
-                rel_pc,
-                row,
-            };
-        }
+        let h = Self::hash_of(module, rel_pc);
+        let (first, second) = (Self::first_place(h), Self::second_place(h));
+        let empty = |e: Option<&Entry>| e.is_some_and(|e| !e.row.is_row());
+        let at = if !empty(self.entries.get(first)) && empty(self.entries.get(second)) {
+            second
+        } else {
+            first
+        };
+        let e = self.entries.get_mut(at)?;
+        *e = Entry {
+            module,
+            rel_pc,
+            row,
+        };
+        Some(at)
     }
 }
 
@@ -320,15 +392,33 @@ pub struct Layered<'a, S: RowStore> {
     pub shared: S,
 }
 
+impl<S: RowStore> Layered<'_, S> {
+    /// A lookup that missed the first place of the hot rows: their second place, then the
+    /// shared store (whose compact row is kept hot). Returns the entry of the hot rows that
+    /// holds the row, or `HOT_ROWS` for a row without a compact form. Out of line: the
+    /// fast path of a warm frame keeps nothing for it.
+    #[inline(never)]
+    fn lookup_past_first(&mut self, module: u64, rel_pc: u64) -> Option<usize> {
+        if let Some(at) = self.hot.in_second_place(module, rel_pc) {
+            return Some(at);
+        }
+        let row = self.shared.lookup(module, rel_pc)?;
+        Some(self.hot.insert(module, rel_pc, row).unwrap_or(HOT_ROWS))
+    }
+}
+
 impl<S: RowStore> RowStore for Layered<'_, S> {
     #[inline(always)]
     fn lookup(&mut self, module: u64, rel_pc: u64) -> Option<CompactRow> {
-        if let Some(row) = self.hot.find(module, rel_pc) {
-            return Some(row);
-        }
-        let row = self.shared.lookup(module, rel_pc)?;
-        self.hot.insert(module, rel_pc, row);
-        Some(row)
+        // Entry numbers, not rows, meet where the paths join: the row is copied once, from
+        // the entry, after the join. (Where two copies of a row joined, the kernel's build
+        // loaded every field of it before the test of a frame-record row: two dozen
+        // instructions a frame on the path of every frame-pointer frame.)
+        let at = match self.hot.in_first_place(module, rel_pc) {
+            Some(at) => at,
+            None => self.lookup_past_first(module, rel_pc)?,
+        };
+        Some(self.hot.row_at(at))
     }
 
     fn lookup_full(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool {

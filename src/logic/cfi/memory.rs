@@ -342,7 +342,8 @@ impl<M: UnwindMemory> UnwindMemory for ReadAhead<M> {
 /// # Invariants
 ///
 /// `len <= STACK_WINDOW_BYTES`; `data[..len]` holds the user bytes at `base..base + len`,
-/// read during this walk.
+/// read during this walk (a walk starts with [`StackWindow::clear`]; the bytes past `len`
+/// may be an earlier walk's, never read).
 pub struct StackWindow {
     base: u64,
     len: usize,
@@ -364,6 +365,14 @@ impl StackWindow {
             len: 0,
             data: [0; STACK_WINDOW_BYTES],
         }
+    }
+
+    /// Empties the window (for a new walk), without zeroing its bytes.
+    #[inline]
+    pub fn clear(&mut self) {
+        // INVARIANT: empty.
+self.base = 0;
+self.len = 0;
     }
 
     /// The bytes at `addr..addr + n`, if the window holds them all.

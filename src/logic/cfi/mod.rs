@@ -57,7 +57,7 @@ pub use regs::Regs;
 pub use row::Row;
 #[allow(unused_imports)]
 pub use unwinder::{
-    walk, Located, Lookup, Mode, ModuleInfo, Stop, UnwindInfoSource, Unwinder, WalkParams,
+    walk, walk_in, Located, Lookup, Mode, ModuleInfo, Stop, UnwindInfoSource, Unwinder, WalkParams,
     WalkResult, WalkStats,
 };
 

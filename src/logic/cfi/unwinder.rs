@@ -312,8 +312,9 @@ const _: () = assert!(LOCATED >= 2);
 pub struct Unwinder<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> {
     /// Reads the unwind information (and fills the stack window).
     mem: ReadAhead<&'a mut M>,
-    /// Reads the stack.
-    stack: StackWindow,
+    /// Reads the stack (the caller's window: a walk of the module reuses its task's, which
+    /// is not zeroed again at every walk).
+    stack: &'a mut StackWindow,
     source: &'a mut S,
     /// The last answers of `source`, and the ranges they hold for: `located[0]` is the
     /// current frame's, the others the most recent ones before it (a stack alternates
@@ -335,11 +336,12 @@ pub struct Unwinder<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> {
 
 impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C> {
     /// A walk from `regs`, the user registers at kernel entry (the IP is `regs`' `RA`
-    /// column; `RSP` must be known).
+    /// column; `RSP` must be known), reading the stack through `window` (emptied first).
     pub fn new(
         mem: &'a mut M,
         source: &'a mut S,
         cache: &'a mut C,
+        window: &'a mut StackWindow,
         regs: Regs,
         params: &WalkParams,
     ) -> Self {
@@ -352,10 +354,12 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         if params.user_end < MIN_USER_END {
             done = Some(Stop::Invalid(Invalid::Address));
         }
+        // (What the window holds was read by an earlier walk.)
+        window.clear();
         // INVARIANT: `done` is set unless the IP and the stack pointer are valid.
         Self {
             mem: ReadAhead::new(mem, params.page_size, params.user_end, params.byte_budget),
-            stack: StackWindow::new(),
+            stack: window,
             source,
             located: [Located::NOTHING; LOCATED],
             victim: 1,
@@ -525,7 +529,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             }
         }
         let cfa = row.cfa(&self.regs)?;
-        let Some(cfa_at) = row.in_window(cfa, &mut self.stack, &mut self.mem) else {
+        let Some(cfa_at) = row.in_window(cfa, self.stack, &mut self.mem) else {
             return self.compact_step_slow(row, cfa, sp);
         };
         // Every saved register is in the window: no read can fail (so the order of the
@@ -533,11 +537,11 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         if row.ends() {
             return Ok(None);
         }
-        let (new_ip, new_sp) = row.caller_ip_sp_in_window(&self.regs, cfa, &self.stack, cfa_at)?;
+        let (new_ip, new_sp) = row.caller_ip_sp_in_window(&self.regs, cfa, self.stack, cfa_at)?;
         let frame = self.accept(sp, new_ip, new_sp, Method::Cfi, false)?;
         if frame.is_some() {
             // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
-            row.commit_in_window(&mut self.regs, cfa, &self.stack, cfa_at);
+            row.commit_in_window(&mut self.regs, cfa, self.stack, cfa_at);
         }
         Ok(frame)
     }
@@ -582,7 +586,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         sp: u64,
     ) -> Result<Option<Frame>, Error> {
         let mut values = self.regs.gather(&SLOT_REGS);
-        row.read_saved(cfa, &mut self.stack, &mut self.mem, &mut values)?;
+        row.read_saved(cfa, self.stack, &mut self.mem, &mut values)?;
         if row.ends() {
             return Ok(None);
         }
@@ -621,7 +625,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
                 return self.compact_step(&compact, sp);
             }
         }
-        let Some(caller) = step_windowed(&row, &self.regs, &mut self.stack, &mut self.mem)? else {
+        let Some(caller) = step_windowed(&row, &self.regs, self.stack, &mut self.mem)? else {
             return Ok(None);
         };
         let unknown = Error::Invalid(Invalid::UnknownRegister);
@@ -737,10 +741,25 @@ pub fn walk<M: UnwindMemory, S: UnwindInfoSource, C: RowStore>(
     params: &WalkParams,
     out: &mut [u64],
 ) -> WalkResult {
+    walk_in(&mut StackWindow::new(), mem, source, cache, regs, params, out)
+}
+
+/// [`walk`] through the stack window `window` (whatever it holds is dropped first): a
+/// window kept across walks (the module keeps one per task) spares each walk the zeroing
+/// of a new one.
+pub fn walk_in<M: UnwindMemory, S: UnwindInfoSource, C: RowStore>(
+    window: &mut StackWindow,
+    mem: &mut M,
+    source: &mut S,
+    cache: &mut C,
+    regs: &Regs,
+    params: &WalkParams,
+    out: &mut [u64],
+) -> WalkResult {
     if params.mode == Mode::Fp {
         return fp_walk(mem, regs, params, out);
     }
-    let mut unwinder = Unwinder::new(mem, source, cache, *regs, params);
+    let mut unwinder = Unwinder::new(mem, source, cache, window, *regs, params);
     let Some(first) = out.first_mut() else {
         return WalkResult {
             len: 0,

@@ -608,7 +608,8 @@ fn deep_stacks_fit_the_budget() {
         assert_eq!(r.stats.cache_misses, 0);
         // Each saved %rbx is where the frame saved it.
         let mut c = RowCache::new();
-        let mut u = Unwinder::new(&mut mem, &mut source, &mut c, regs, &params);
+        let mut window = StackWindow::new();
+        let mut u = Unwinder::new(&mut mem, &mut source, &mut c, &mut window, regs, &params);
         for k in 0..4 {
             u.next_frame().unwrap();
             assert_eq!(u.regs().get(RBX), Some(0xb0b0 + k));
@@ -700,8 +701,8 @@ fn stack_window_fills() {
     assert_eq!(r.bytes_read(), 8);
 }
 
-/// A task's hot rows: compact rows only, one per slot (a later PC of the same slot
-/// replaces an earlier one), misses fall through to the shared cache and fill the hot
+/// A task's hot rows: compact rows only, two places a row (a later PC whose places are
+/// both taken replaces an earlier one), misses fall through to the shared cache and fill the hot
 /// rows, and rows without a compact form stay in the shared cache alone.
 #[test]
 fn hot_rows_in_front_of_the_shared_cache() {
@@ -731,6 +732,20 @@ fn hot_rows_in_front_of_the_shared_cache() {
         .filter(|&pc| hot.find(7, pc).is_some())
         .count();
     assert!(kept <= HOT_ROWS && kept > 0, "{kept}");
+
+    // Two places a row: any two rows kept one after the other are both found (with one
+    // place, two PCs of one entry evict each other: among 100 PCs some pairs do).
+    for a in 0..100u64 {
+        for b in (a + 1)..100 {
+            let mut hot = HotRows::new();
+            hot.insert(3, a * 16, c);
+            if hot.find(3, b * 16).is_none() {
+                hot.insert(3, b * 16, c);
+            }
+            assert_eq!(hot.find(3, a * 16), Some(c), "{a} then {b}");
+            assert_eq!(hot.find(3, b * 16), Some(c), "{a} then {b}");
+        }
+    }
 
     let mut hot = HotRows::new();
     let mut shared = RowCache::new();

@@ -23,7 +23,7 @@ use object::{Object, ObjectSymbol};
 use unwind_logic::cfi::elf;
 use unwind_logic::cfi::regs::{RA, RSP};
 use unwind_logic::cfi::{
-    walk, ElfInfo, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, Regs, RowCache, Stop,
+    walk, ElfInfo, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, Regs, RowCache, RowStore, Stop,
     UnwindInfoSource, Unwinder, WalkParams,
 };
 
@@ -630,7 +630,8 @@ fn unwinds_through_signal_frame() {
     let mut cache = RowCache::new();
     let params = WalkParams::new(Mode::Cfi, USER_END, PAGE);
     let mut mem = snap.mem.clone();
-    let mut u = Unwinder::new(&mut mem, &mut snap, &mut cache, regs, &params);
+    let mut window = unwind_logic::cfi::StackWindow::new();
+    let mut u = Unwinder::new(&mut mem, &mut snap, &mut cache, &mut window, regs, &params);
     let mut sp = regs.get(RSP).unwrap();
     let mut n = 0;
     while let Ok(f) = u.next_frame() {
@@ -770,10 +771,10 @@ impl UnwindInfoSource for BenchSource {
 
 /// `n` warm walks (the function callgrind's `--toggle-collect` names).
 #[inline(never)]
-fn bench_warm_walks(
+fn bench_warm_walks<C: RowStore>(
     mem: &mut BenchMem,
     source: &mut BenchSource,
-    cache: &mut RowCache,
+    cache: &mut C,
     regs: &Regs,
     n: usize,
 ) -> usize {
@@ -871,7 +872,8 @@ fn bench_warm_walk() {
         // The frames' stack pointers: how far apart the reads of a walk lie.
         let params = WalkParams::new(Mode::Cfi, USER_END, PAGE);
         let mut c = RowCache::new();
-        let mut u = Unwinder::new(&mut mem, &mut source, &mut c, regs, &params);
+        let mut window = unwind_logic::cfi::StackWindow::new();
+        let mut u = Unwinder::new(&mut mem, &mut source, &mut c, &mut window, regs, &params);
         let sp0 = regs.get(RSP).unwrap();
         let mut sps = vec![format!("{sp0:#x}")];
         while let Ok(f) = u.next_frame() {
@@ -892,4 +894,60 @@ fn bench_warm_walk() {
         (mem.bytes - bytes) as f64 / n as f64,
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Host cost of warm walks of a snapshot taken elsewhere (`UNWIND_SNAPSHOT`: a directory
+/// in the test program's format, e.g. written by `scripts/snapshot.gdb.py` from a stock
+/// program stopped at a system call): as [`bench_warm_walk`], under callgrind.
+#[test]
+#[ignore]
+fn bench_snapshot_walk() {
+    let Some(dir) = std::env::var_os("UNWIND_SNAPSHOT") else {
+        println!("UNWIND_SNAPSHOT is not set");
+        return;
+    };
+    let n: usize = std::env::var("UNWIND_BENCH_WALKS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
+    let mut snap = load_snapshot(Path::new(&dir));
+    let mut source = BenchSource::new(&mut snap);
+    let mut mem = BenchMem::new(&snap.mem);
+    let regs = Regs::all_known(snap.regs);
+    // As the module: the task's hot rows in front of a shared cache (whose lookups count).
+    let mut hot = HotRows::new();
+    let mut cache = Layered {
+        hot: &mut hot,
+        shared: CountingStore(RowCache::new(), 0),
+    };
+    let params = WalkParams::new(Mode::Cfi, USER_END, PAGE);
+    let mut out = [0u64; 128];
+    let cold = walk(&mut mem, &mut source, &mut cache, &regs, &params, &mut out);
+    let warm = walk(&mut mem, &mut source, &mut cache, &regs, &params, &mut out);
+    println!("cold {cold:?}\nwarm {warm:?}");
+    let shared = cache.shared.1;
+    let frames = bench_warm_walks(&mut mem, &mut source, &mut cache, &regs, n);
+    println!(
+        "{n} warm walks of {} entries, {:.2} shared lookups a walk",
+        frames / n.max(1),
+        (cache.shared.1 - shared) as f64 / n.max(1) as f64
+    );
+}
+
+/// A row store that counts its compact lookups (those that reach it past the hot rows).
+struct CountingStore(RowCache, u64);
+
+impl RowStore for CountingStore {
+    fn lookup(&mut self, module: u64, rel_pc: u64) -> Option<unwind_logic::cfi::CompactRow> {
+        self.1 += 1;
+        self.0.lookup(module, rel_pc)
+    }
+
+    fn lookup_full(&mut self, module: u64, rel_pc: u64, out: &mut unwind_logic::cfi::Row) -> bool {
+        self.0.lookup_full(module, rel_pc, out)
+    }
+
+    fn store(&mut self, module: u64, rel_pc: u64, row: &unwind_logic::cfi::Row) {
+        self.0.store(module, rel_pc, row)
+    }
 }

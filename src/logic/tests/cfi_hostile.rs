@@ -36,7 +36,8 @@ fn checked_walk(mem: &mut SegMem, source: &mut MapSource, regs: Regs, mode: Mode
     let stop;
     let stats;
     {
-        let mut u = Unwinder::new(&mut *mem, &mut *source, &mut cache, regs, &params);
+        let mut window = StackWindow::new();
+        let mut u = Unwinder::new(&mut *mem, &mut *source, &mut cache, &mut window, regs, &params);
         let mut sp = regs.get(RSP).unwrap();
         loop {
             if frames.len() == OUT {
@@ -62,8 +63,13 @@ fn checked_walk(mem: &mut SegMem, source: &mut MapSource, regs: Regs, mode: Mode
     assert!(stats.bytes_read <= params.byte_budget);
     assert!(stats.signal_frames <= unwind_logic::cfi::unwinder::MAX_SIGNAL_FRAMES);
     let mut out = [0u64; OUT];
+    // `walk_in` through a window that an earlier walk filled at the same addresses with
+    // other bytes: nothing of them may be used.
+    let mut window = StackWindow::new();
     let mut cache = RowCache::new();
-    let r = walk(mem, source, &mut cache, &regs, &params, &mut out);
+    walk_in(&mut window, &mut Pattern, source, &mut cache, &regs, &params, &mut out);
+    let mut cache = RowCache::new();
+    let r = walk_in(&mut window, mem, source, &mut cache, &regs, &params, &mut out);
     // (`walk` in Fp mode is the old walker, whose checks differ slightly from the
     // unwinder's frame-pointer steps.)
     if mode != Mode::Fp {
@@ -72,6 +78,16 @@ fn checked_walk(mem: &mut SegMem, source: &mut MapSource, regs: Regs, mode: Mode
     }
     assert!(out[..r.len].iter().all(|&a| a != 0 && a < USER_END));
     stop
+}
+
+/// Memory where every byte is 0xa5 (a stack of made-up frames).
+struct Pattern;
+
+impl UnwindMemory for Pattern {
+    fn read(&mut self, _addr: u64, out: &mut [u8]) -> bool {
+        out.fill(0xa5);
+        true
+    }
 }
 
 fn random_regs(rng: &mut Rng, ip: u64, sp: u64) -> Regs {
