@@ -371,8 +371,8 @@ impl StackWindow {
     #[inline]
     pub fn clear(&mut self) {
         // INVARIANT: empty.
-self.base = 0;
-self.len = 0;
+        self.base = 0;
+        self.len = 0;
     }
 
     /// The bytes at `addr..addr + n`, if the window holds them all.

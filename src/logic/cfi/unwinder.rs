@@ -741,7 +741,15 @@ pub fn walk<M: UnwindMemory, S: UnwindInfoSource, C: RowStore>(
     params: &WalkParams,
     out: &mut [u64],
 ) -> WalkResult {
-    walk_in(&mut StackWindow::new(), mem, source, cache, regs, params, out)
+    walk_in(
+        &mut StackWindow::new(),
+        mem,
+        source,
+        cache,
+        regs,
+        params,
+        out,
+    )
 }
 
 /// [`walk`] through the stack window `window` (whatever it holds is dropped first): a

@@ -23,8 +23,8 @@ use object::{Object, ObjectSymbol};
 use unwind_logic::cfi::elf;
 use unwind_logic::cfi::regs::{RA, RSP};
 use unwind_logic::cfi::{
-    walk, ElfInfo, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, Regs, RowCache, RowStore, Stop,
-    UnwindInfoSource, Unwinder, WalkParams,
+    walk, ElfInfo, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, Regs, RowCache, RowStore,
+    Stop, UnwindInfoSource, Unwinder, WalkParams,
 };
 
 const PROG_C: &str = r#"

@@ -37,7 +37,14 @@ fn checked_walk(mem: &mut SegMem, source: &mut MapSource, regs: Regs, mode: Mode
     let stats;
     {
         let mut window = StackWindow::new();
-        let mut u = Unwinder::new(&mut *mem, &mut *source, &mut cache, &mut window, regs, &params);
+        let mut u = Unwinder::new(
+            &mut *mem,
+            &mut *source,
+            &mut cache,
+            &mut window,
+            regs,
+            &params,
+        );
         let mut sp = regs.get(RSP).unwrap();
         loop {
             if frames.len() == OUT {
@@ -67,9 +74,25 @@ fn checked_walk(mem: &mut SegMem, source: &mut MapSource, regs: Regs, mode: Mode
     // other bytes: nothing of them may be used.
     let mut window = StackWindow::new();
     let mut cache = RowCache::new();
-    walk_in(&mut window, &mut Pattern, source, &mut cache, &regs, &params, &mut out);
+    walk_in(
+        &mut window,
+        &mut Pattern,
+        source,
+        &mut cache,
+        &regs,
+        &params,
+        &mut out,
+    );
     let mut cache = RowCache::new();
-    let r = walk_in(&mut window, mem, source, &mut cache, &regs, &params, &mut out);
+    let r = walk_in(
+        &mut window,
+        mem,
+        source,
+        &mut cache,
+        &regs,
+        &params,
+        &mut out,
+    );
     // (`walk` in Fp mode is the old walker, whose checks differ slightly from the
     // unwinder's frame-pointer steps.)
     if mode != Mode::Fp {

@@ -1689,7 +1689,14 @@ fn auto_mixes_cfi_and_frame_pointers() {
     let mut cache = RowCache::new();
     let params = WalkParams::new(Mode::Auto, USER_END, PAGE);
     let mut window = unwind_logic::cfi::StackWindow::new();
-    let mut u = Unwinder::new(&mut p.mem, &mut p.source, &mut cache, &mut window, regs, &params);
+    let mut u = Unwinder::new(
+        &mut p.mem,
+        &mut p.source,
+        &mut cache,
+        &mut window,
+        regs,
+        &params,
+    );
     assert_eq!(u.next_frame().unwrap().method, Method::Cfi);
     let f = u.next_frame().unwrap();
     assert_eq!((f.method, f.ip, f.sp), (Method::Fp, B + 0x10, jit_rbp + 16));
