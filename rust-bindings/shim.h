@@ -129,8 +129,16 @@ unsigned int ud_stack_file_run(void *ctx, void *file);
 void ud_rs_task_work(struct callback_head *head);
 void ud_rs_task_free(struct task_struct *task);
 int ud_rs_init_work(struct unwind_work *work, unwind_callback_fn func);
-/* unwind_deferred_request() once shim.c found out who asks, with interrupts off. */
-int ud_rs_request(const struct ud_request *req, ud_u64 *cookie);
+/*
+ * unwind_deferred_request() once shim.c found out who asks (@task, current, able to be
+ * unwound, on CPU @cpu; @bit, the work's bit as read, not checked yet; @nmi, in_nmi()), with
+ * interrupts off. @cookie is 0 and is set on success.
+ */
+int ud_rs_request(struct task_struct *task, int bit, unsigned long nmi, unsigned int cpu,
+		  ud_u64 *cookie);
+/* unwind_deferred_request() from a task that cannot be unwound (@why, not UD_OK): counted,
+ * -EINVAL. Interrupts off, as above. */
+int ud_rs_request_refused(enum ud_unwindable why, unsigned long nmi, unsigned int cpu);
 void ud_rs_cancel(struct unwind_work *work);
 /* The core's counters and gauges as "name: value" lines into @buf: bytes written. */
 unsigned long ud_rs_stats(char *buf, unsigned long len);

@@ -20,8 +20,9 @@ struct unwind_stacktrace;
 typedef void (*unwind_callback_fn)(struct unwind_work *work, struct unwind_stacktrace *trace,
 				   ud_u64 cookie);
 
-/* Per-CPU event counters (src/stats.rs numbers them): room for this many. */
-#define UD_NR_COUNTERS 96
+/* Per-CPU event counters (src/stats.rs numbers them): room for this many. A power of two,
+ * so that a CPU's block (1 KiB) is found with a shift on the request path. */
+#define UD_NR_COUNTERS 128
 
 /* User registers in DWARF order (rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8-r15, rip). */
 #define UD_USER_REGS 17
@@ -37,16 +38,6 @@ enum ud_unwindable {
 	UD_EXITING,
 	UD_NOT_USER_REGS,
 	UD_COMPAT,
-};
-
-/* What the C half of unwind_deferred_request() (src/shim.c) found out about the requester,
- * for the Rust half (ud_rs_request()), which runs with interrupts off. */
-struct ud_request {
-	struct task_struct *task;	/* current */
-	unsigned int cpu;		/* the CPU it runs on */
-	int bit;			/* the work's bit, as read (not checked yet) */
-	enum ud_unwindable why;
-	bool nmi;			/* in_nmi() */
 };
 
 /* Module parameter unwinder=. */

@@ -115,17 +115,31 @@ pub(crate) unsafe extern "C" fn ud_rs_init_work(work: *mut ffi::unwind_work, fun
 
 /// # Safety
 ///
-/// `req` is valid for reading, its `task` is current; `cookie` is valid for writing;
-/// interrupts are off (or NMI).
+/// `task` is current; `cookie` is valid for writing; interrupts are off (or NMI).
 #[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_request(req: *const ffi::ud_request, cookie: *mut u64) -> i32 {
-    // SAFETY: guaranteed by our caller (src/shim.c's unwind_deferred_request()).
-    let (req, cookie) = unsafe { (&*req, &mut *cookie) };
-    let Some(task) = NonNull::new(req.task) else { return EINVAL.to_errno() };
-    // SAFETY: `req.task` is current (our caller's guarantee), and the value stays in this
-    // call.
-    let task = unsafe { CurrentTask::new(task) };
-    deferred::request(req, task, cookie)
+pub(crate) unsafe extern "C" fn ud_rs_request(
+    task: *mut ffi::task_struct,
+    bit: i32,
+    nmi: kernel::ffi::c_ulong,
+    cpu: u32,
+    cookie: *mut u64,
+) -> i32 {
+    // SAFETY: `task` is current (our caller's guarantee: src/shim.c's
+    // unwind_deferred_request()), which is never null, and the value stays in this call; so
+    // does the reference to `cookie`, which that caller gives valid for writing.
+    let (task, cookie) =
+        unsafe { (CurrentTask::new(NonNull::new_unchecked(task)), &mut *cookie) };
+    deferred::request(deferred::Requester { task, bit, nmi: nmi != 0, cpu }, cookie)
+}
+
+/// Interrupts are off (or NMI), `cpu` is the one we run on.
+#[no_mangle]
+pub(crate) extern "C" fn ud_rs_request_refused(
+    why: ffi::ud_unwindable,
+    nmi: kernel::ffi::c_ulong,
+    cpu: u32,
+) -> i32 {
+    deferred::refuse(why, nmi != 0, cpu)
 }
 
 /// # Safety
@@ -374,7 +388,11 @@ fn rust_functions_match_their_c_declarations() {
     same::<unsafe extern "C" fn(_)>(ffi::ud_rs_task_work, ud_rs_task_work);
     same::<unsafe extern "C" fn(_)>(ffi::ud_rs_task_free, ud_rs_task_free);
     same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_init_work, ud_rs_init_work);
-    same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_request, ud_rs_request);
+    same::<unsafe extern "C" fn(_, _, _, _, _) -> _>(ffi::ud_rs_request, ud_rs_request);
+    same::<unsafe extern "C" fn(_, _, _) -> _>(
+        ffi::ud_rs_request_refused,
+        ud_rs_request_refused as extern "C" fn(_, _, _) -> _,
+    );
     same::<unsafe extern "C" fn(_)>(ffi::ud_rs_cancel, ud_rs_cancel);
     same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_stats, ud_rs_stats);
     same::<unsafe extern "C" fn(_, _) -> _>(ffi::ud_rs_unwinder_stats, ud_rs_unwinder_stats);

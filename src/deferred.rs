@@ -104,37 +104,85 @@ impl Deferred {
     }
 }
 
-/// `unwind_deferred_request()` for `task` (current), after its C half (src/shim.c) found out
-/// who asks and turned interrupts off. Any context, NMI included; nothing on its common
-/// path (a repeated request of the entry) calls into C.
+/// Who asks, as the C half of `unwind_deferred_request()` (src/shim.c) found out: a task
+/// that can be unwound (the others go to [`refuse`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Requester {
+    /// Current.
+    pub(crate) task: CurrentTask,
+    /// The work's bit as read, not checked yet (a cancelled work's is -1, one never
+    /// initialised has 0).
+    pub(crate) bit: i32,
+    /// Whether the request comes from NMI.
+    pub(crate) nmi: bool,
+    /// The CPU it runs on (interrupts are off: it holds).
+    pub(crate) cpu: u32,
+}
+
+/// `unwind_deferred_request()` after its C half found out who asks and turned interrupts
+/// off. Any context, NMI included. Its common path (a repeated request of the entry: one
+/// probe of the table, the mask and the cookie) calls nothing and writes only its
+/// counter; the rest is out of line, so that this path saves no registers it does not use.
 #[inline]
-pub(crate) fn request(req: &ffi::ud_request, task: CurrentTask, cookie_out: &mut u64) -> i32 {
-    *cookie_out = 0;
-    let cpu = req.cpu;
+pub(crate) fn request(req: Requester, cookie_out: &mut u64) -> i32 {
     if req.nmi {
+        stats::bump_on(req.cpu, Counter::requests_nmi);
+    }
+    // Valid bits are 1 to 63 (0 is PENDING): one comparison, negative bits wrap above.
+    let bit = req.bit as u32;
+    if bit.wrapping_sub(1) >= usize::BITS - 1 {
+        return refuse_work(req.cpu);
+    }
+    let Some(d) = get() else { return ENODEV.to_errno() };
+    let entry = d.tasks.lookup_home(req.task.key());
+    let already = entry.and_then(|entry| entry.state.already_requested(bit));
+    if let Some(cookie) = already {
+        d.counts.bump_on(req.cpu, Counter::already);
+        *cookie_out = cookie;
+        return 1;
+    }
+    request_slow(req.task, bit, req.nmi, req.cpu, cookie_out, d)
+}
+
+/// A request from a task that cannot be unwound (`why`, never `UD_OK`): counted, -EINVAL.
+#[cold]
+pub(crate) fn refuse(why: ffi::ud_unwindable, nmi: bool, cpu: u32) -> i32 {
+    if nmi {
         stats::bump_on(cpu, Counter::requests_nmi);
     }
-    let refused = match req.why {
-        ffi::ud_unwindable::UD_OK => None,
-        ffi::ud_unwindable::UD_KTHREAD => Some(Counter::err_kthread),
-        ffi::ud_unwindable::UD_USER_WORKER => Some(Counter::err_user_worker),
-        ffi::ud_unwindable::UD_EXITING => Some(Counter::err_exiting),
-        ffi::ud_unwindable::UD_NOT_USER_REGS => Some(Counter::err_not_user),
-        ffi::ud_unwindable::UD_COMPAT => Some(Counter::err_compat),
+    let counter = match why {
+        ffi::ud_unwindable::UD_KTHREAD => Counter::err_kthread,
+        ffi::ud_unwindable::UD_USER_WORKER => Counter::err_user_worker,
+        ffi::ud_unwindable::UD_EXITING => Counter::err_exiting,
+        // (UD_OK is not passed: the C half requests then.)
+        ffi::ud_unwindable::UD_NOT_USER_REGS | ffi::ud_unwindable::UD_OK => Counter::err_not_user,
+        ffi::ud_unwindable::UD_COMPAT => Counter::err_compat,
     };
-    if let Some(counter) = refused {
-        stats::bump_on(cpu, counter);
-        return EINVAL.to_errno();
-    }
-    // A cancelled work has bit -1 (and one never initialised, 0).
-    let bit = match u32::try_from(req.bit) {
-        Ok(bit) if bit > 0 && bit < usize::BITS => bit,
-        _ => {
-            stats::bump_on(cpu, Counter::err_cancelled);
-            return EINVAL.to_errno();
-        }
-    };
-    let Some(d) = get() else { return ENODEV.to_errno() };
+    stats::bump_on(cpu, counter);
+    EINVAL.to_errno()
+}
+
+/// A request of a cancelled or never initialised work: counted, -EINVAL.
+#[cold]
+#[inline(never)]
+fn refuse_work(cpu: u32) -> i32 {
+    stats::bump_on(cpu, Counter::err_cancelled);
+    EINVAL.to_errno()
+}
+
+/// The rest of [`request`]: the entry's first request of this work, or the task's first
+/// request (its slot is claimed here), or a task whose slot is not its home one. Its
+/// arguments are [`Requester`]'s, in registers, in the order of `ud_rs_request()`'s (the
+/// tail call from [`request`] then moves none of them).
+#[inline(never)]
+fn request_slow(
+    task: CurrentTask,
+    bit: u32,
+    nmi: bool,
+    cpu: u32,
+    cookie_out: &mut u64,
+    d: &Deferred,
+) -> i32 {
     let Ok(entry) = d.tasks.get_or_insert(task.key()) else {
         stats::bump_on(cpu, Counter::err_table_full);
         sys::warn_table_full();
@@ -154,7 +202,7 @@ pub(crate) fn request(req: &ffi::ud_request, task: CurrentTask, cookie_out: &mut
         Request::QueueTaskWork => {
             TASK_WORKS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
             // (The queued work holds a reference on the task, so that unload can cancel it.)
-            if let Err(ret) = entry.work.queue(task, req.nmi) {
+            if let Err(ret) = entry.work.queue(task, nmi) {
                 // The task is exiting (task works are shut). Undo, so that the state does
                 // not claim a queued work that will never run.
                 entry.state.abort_queue(bit);

@@ -91,7 +91,7 @@ unsigned int ud_param_max_tasks(void)
 /* --- Context of the current task ------------------------------------------------------ */
 
 /* Why current cannot get a deferred user unwind (UD_OK if it can). */
-static inline enum ud_unwindable ud_current_unwindable(void)
+static enum ud_unwindable ud_current_unwindable(void)
 {
 	struct pt_regs *regs;
 
@@ -335,33 +335,54 @@ EXPORT_SYMBOL_GPL(unwind_deferred_init);
 /*
  * The half of the request that static inlines answer (who is asking, from where), here so
  * that the Rust half (table, state, cookie, counters) needs no call back into C on its
- * common path: a repeated request of an entry.
+ * common path: a repeated request of an entry. With interrupts off only an NMI can
+ * interleave with the request on this CPU (the task state and the table are written for
+ * that), the CPU number holds, and cancel's synchronize_rcu() waits for us.
  */
-int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
+static __always_inline int ud_request(struct task_struct *task, int bit, u64 *cookie)
 {
-	struct ud_request req;
 	unsigned long flags;
 	int ret;
+
+	local_irq_save(flags);
+	ret = ud_rs_request(task, bit, in_nmi(), raw_smp_processor_id(), (ud_u64 *)cookie);
+	local_irq_restore(flags);
+	return ret;
+}
+
+/* The test of unwind_deferred_request() failed: why (counted), or, should the task's
+ * state have changed since, the request after all. */
+static noinline int ud_request_unwindable_or_refuse(struct unwind_work *work, u64 *cookie)
+{
+	enum ud_unwindable why = ud_current_unwindable();
+	unsigned long flags;
+	int ret;
+
+	if (why == UD_OK)
+		return ud_request(current, READ_ONCE(work->bit), cookie);
+	local_irq_save(flags);
+	ret = ud_rs_request_refused(why, in_nmi(), raw_smp_processor_id());
+	local_irq_restore(flags);
+	return ret;
+}
+
+int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
+{
+	struct task_struct *task = current;
 
 	if (!cookie)
 		return -EINVAL;
 	*cookie = 0;
 	if (!work)
 		return -EINVAL;
-	req.task = current;
-	req.nmi = in_nmi();
-	req.why = ud_current_unwindable();
-	req.bit = READ_ONCE(work->bit);
 	/*
-	 * With interrupts off only an NMI can interleave with the request on this CPU (the
-	 * task state and the table are written for that), the CPU number holds, and cancel's
-	 * synchronize_rcu() waits for us.
+	 * One test for the common case, a user task in 64-bit mode (user_64bit_mode() implies
+	 * user_mode()); which refusal it is, out of line.
 	 */
-	local_irq_save(flags);
-	req.cpu = raw_smp_processor_id();
-	ret = ud_rs_request(&req, (ud_u64 *)cookie);
-	local_irq_restore(flags);
-	return ret;
+	if (unlikely((task->flags & (PF_KTHREAD | PF_USER_WORKER | PF_EXITING)) ||
+		     !user_64bit_mode(task_pt_regs(task))))
+		return ud_request_unwindable_or_refuse(work, cookie);
+	return ud_request(task, READ_ONCE(work->bit), cookie);
 }
 EXPORT_SYMBOL_GPL(unwind_deferred_request);
 

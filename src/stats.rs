@@ -37,6 +37,21 @@ impl Counts {
         }
         Ok(Self(v))
     }
+
+    /// Adds `n` to counter `idx` of CPU `cpu` (any context, NMI included).
+    #[inline]
+    fn add_on(&self, cpu: u32, idx: usize, n: u64) {
+        if let Some(c) = self.0.get(cpu as usize).and_then(|c| c.0.get(idx)) {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds one to `counter` of CPU `cpu`, the one we run on: [`bump_on`] for a caller that
+    /// holds the module's state.
+    #[inline]
+    pub(crate) fn bump_on(&self, cpu: u32, counter: Counter) {
+        self.add_on(cpu, counter as usize, 1);
+    }
 }
 
 /// Every CPU's counters (none while the module's state is not published).
@@ -48,8 +63,8 @@ fn all_cpus() -> &'static [CpuCounts] {
 /// Adds `n` to counter `idx` of CPU `cpu` (any context, NMI included).
 #[inline]
 fn add_on(cpu: u32, idx: usize, n: u64) {
-    if let Some(c) = all_cpus().get(cpu as usize).and_then(|c| c.0.get(idx)) {
-        c.fetch_add(n, Ordering::Relaxed);
+    if let Some(d) = crate::deferred::get() {
+        d.counts.add_on(cpu, idx, n);
     }
 }
 
@@ -157,6 +172,7 @@ unwinder_counters!(
 const UNWINDER_BASE: usize = COUNTERS;
 const STOP_BASE: usize = UNWINDER_BASE + UNWINDER_NAMES.len();
 const _: () = assert!(STOP_BASE + Stop::COUNT <= ffi::UD_NR_COUNTERS as usize);
+const _: () = assert!(core::mem::size_of::<CpuCounts>().is_power_of_two());
 
 /// Adds `n` to an unwinder counter.
 pub(crate) fn add_unwinder(counter: UnwinderCounter, n: u64) {

@@ -15,7 +15,7 @@ use kernel::prelude::*;
 
 use crate::ffi;
 use crate::logic::request_state::RequestState;
-use crate::logic::slot_index::{Slot, SlotIndex, TableFull};
+use crate::logic::slot_index::{self, Slot, SlotIndex, TableFull};
 use crate::sys::{AtomicBox, TaskWork};
 use crate::unwind::StackCache;
 
@@ -79,6 +79,14 @@ impl TaskSlots {
         // The length was validated at construction (type invariant); there is one table per
         // load, so the one counter (0 at load, like every static) is its own.
         SlotIndex::new(&self.owners, &LIVE_SLOTS).expect("table size checked at construction")
+    }
+
+    /// The entry of the task `key` if it is in its home slot (nearly every task's is): one
+    /// probe, without the checks of a [`SlotIndex`] view. `None` says nothing (see
+    /// [`TaskSlots::get_or_insert`]). NMI-safe.
+    #[inline]
+    pub(crate) fn lookup_home(&self, key: usize) -> Option<&TaskSlot> {
+        self.entries.get(slot_index::find_at_home(&self.owners, key)?)
     }
 
     /// The entry of the task `key`, creating it if needed. NMI-safe.

@@ -113,6 +113,9 @@ impl RequestState {
     /// `new_cookie` may be called even when another context's cookie wins the race; it
     /// must tolerate that (the module's just skips one counter value).
     pub fn request(&self, bit: u32, new_cookie: impl Fn() -> u64) -> (Request, u64) {
+        if let Some(cookie) = self.already_requested(bit) {
+            return (Request::Already, cookie);
+        }
         let bit = 1usize << bit;
         // Cheap check first: a repeated request must not dirty the cache line.
         let outcome = if self.mask.load(Ordering::Relaxed) & bit != 0 {
@@ -140,6 +143,21 @@ impl RequestState {
         // cookie is either still the old one (the reset then sees our bit and puts it back
         // for the pending work) or already cleared (then we assign the new entry's).
         (outcome, self.cookie(new_cookie))
+    }
+
+    /// The entry's cookie if the work owning `bit` already requested in this entry and
+    /// the cookie is assigned: [`RequestState::request`]'s answer [`Request::Already`], with
+    /// two loads and no write (the module's request path asks this first). `None` decides
+    /// nothing: `request` then does.
+    #[inline]
+    pub fn already_requested(&self, bit: u32) -> Option<u64> {
+        if self.mask.load(Ordering::Relaxed) & (1usize << bit) == 0 {
+            return None;
+        }
+        // Read after the mask, as in `request` (see there): the cookie of the entry in
+        // which our bit is set, or 0 while an interrupted request of ours assigns it.
+        let cookie = self.cookie.load(Ordering::Acquire);
+        (cookie != 0).then_some(cookie)
     }
 
     /// The caller saw [`Request::QueueTaskWork`] but could not queue the task work (the

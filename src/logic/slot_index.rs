@@ -87,6 +87,23 @@ impl<F: FnMut()> Interleave for F {
     }
 }
 
+/// The first slot of a key's window in an array of `len` slots (a power of two; any other
+/// length still gives an index below it, or 0 for none).
+#[inline]
+fn home_in(len: usize, key: usize) -> usize {
+    // Task structs are cache-line aligned: drop the low bits, then a Fibonacci hash.
+    ((key as u64 >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize & len.wrapping_sub(1)
+}
+
+/// `key`'s home slot, if `key` owns it: the first probe of [`SlotIndex::find`] (where
+/// nearly every key is found), for a caller that holds the slot array but no checked view
+/// of it. `None` says nothing: the key may own a slot further in its window.
+#[inline]
+pub fn find_at_home(slots: &[Slot], key: usize) -> Option<usize> {
+    let home = home_in(slots.len(), key);
+    (slots.get(home)?.owner() == key).then_some(home)
+}
+
 /// A view of the slot array and its count of owned slots.
 ///
 /// # Invariants
@@ -114,9 +131,7 @@ impl<'a> SlotIndex<'a> {
 
     /// The first slot of `key`'s window.
     fn home(&self, key: usize) -> usize {
-        // Task structs are cache-line aligned: drop the low bits, then a Fibonacci hash.
-        ((key as u64 >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize
-            & (self.slots.len() - 1)
+        home_in(self.slots.len(), key)
     }
 
     /// Slot indices of `key`'s window, in probe order.
@@ -132,12 +147,7 @@ impl<'a> SlotIndex<'a> {
         // The common case first: the key owns its home slot (the first in probe order, so
         // the canonical one). Not the whole window: a lookup of a task without a slot, on
         // every return to user space, stops at the home's count.
-        let home = self.home(key);
-        let slot = self.slots.get(home)?;
-        if slot.owner() == key {
-            return Some(home);
-        }
-        self.find_hooked(key, &mut || {})
+        find_at_home(self.slots, key).or_else(|| self.find_hooked(key, &mut || {}))
     }
 
     fn find_hooked(&self, key: usize, hook: &mut impl Interleave) -> Option<usize> {
