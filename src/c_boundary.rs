@@ -129,7 +129,7 @@ pub(crate) unsafe extern "C" fn ud_rs_request(
     // does the reference to `cookie`, which that caller gives valid for writing.
     let (task, cookie) =
         unsafe { (CurrentTask::new(NonNull::new_unchecked(task)), &mut *cookie) };
-    deferred::request(deferred::Requester { task, bit, nmi: nmi != 0, cpu }, cookie)
+    deferred::request(task, bit, nmi != 0, cpu, cookie)
 }
 
 /// Interrupts are off (or NMI), `cpu` is the one we run on.

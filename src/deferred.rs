@@ -104,44 +104,38 @@ impl Deferred {
     }
 }
 
-/// Who asks, as the C half of `unwind_deferred_request()` (src/shim.c) found out: a task
-/// that can be unwound (the others go to [`refuse`]).
-#[derive(Clone, Copy)]
-pub(crate) struct Requester {
-    /// Current.
-    pub(crate) task: CurrentTask,
-    /// The work's bit as read, not checked yet (a cancelled work's is -1, one never
-    /// initialised has 0).
-    pub(crate) bit: i32,
-    /// Whether the request comes from NMI.
-    pub(crate) nmi: bool,
-    /// The CPU it runs on (interrupts are off: it holds).
-    pub(crate) cpu: u32,
-}
-
-/// `unwind_deferred_request()` after its C half found out who asks and turned interrupts
-/// off. Any context, NMI included. Its common path (a repeated request of the entry: one
-/// probe of the table, the mask and the cookie) calls nothing and writes only its
-/// counter; the rest is out of line, so that this path saves no registers it does not use.
+/// `unwind_deferred_request()` after its C half (src/shim.c) found out who asks and turned
+/// interrupts off: `task` (current, able to be unwound; the others go to [`refuse`]) on
+/// CPU `cpu` (it holds), from NMI if `nmi`, for the work whose bit, as read and not checked
+/// yet, is `bit` (a cancelled work's is -1, one never initialised has 0). Any context, NMI
+/// included. Its common path (a repeated request of the entry: one probe of the table, the
+/// mask and the cookie) calls nothing and writes only its counter and the cookie; the rest
+/// is out of line, so that this path saves no registers it does not use.
 #[inline]
-pub(crate) fn request(req: Requester, cookie_out: &mut u64) -> i32 {
-    if req.nmi {
-        stats::bump_on(req.cpu, Counter::requests_nmi);
+pub(crate) fn request(
+    task: CurrentTask,
+    bit: i32,
+    nmi: bool,
+    cpu: u32,
+    cookie_out: &mut u64,
+) -> i32 {
+    if nmi {
+        stats::bump_on(cpu, Counter::requests_nmi);
     }
     // Valid bits are 1 to 63 (0 is PENDING): one comparison, negative bits wrap above.
-    let bit = req.bit as u32;
+    let bit = bit as u32;
     if bit.wrapping_sub(1) >= usize::BITS - 1 {
-        return refuse_work(req.cpu);
+        return refuse_work(cpu);
     }
     let Some(d) = get() else { return ENODEV.to_errno() };
-    let entry = d.tasks.lookup_home(req.task.key());
+    let entry = d.tasks.lookup_home(task.key());
     let already = entry.and_then(|entry| entry.state.already_requested(bit));
     if let Some(cookie) = already {
-        d.counts.bump_on(req.cpu, Counter::already);
+        d.counts.bump_on(cpu, Counter::already);
         *cookie_out = cookie;
         return 1;
     }
-    request_slow(req.task, bit, req.nmi, req.cpu, cookie_out, d)
+    request_slow(task, bit, nmi, cpu, cookie_out, d)
 }
 
 /// A request from a task that cannot be unwound (`why`, never `UD_OK`): counted, -EINVAL.
@@ -154,7 +148,7 @@ pub(crate) fn refuse(why: ffi::ud_unwindable, nmi: bool, cpu: u32) -> i32 {
         ffi::ud_unwindable::UD_KTHREAD => Counter::err_kthread,
         ffi::ud_unwindable::UD_USER_WORKER => Counter::err_user_worker,
         ffi::ud_unwindable::UD_EXITING => Counter::err_exiting,
-        // (UD_OK is not passed: the C half requests then.)
+        // (UD_OK is never passed: the C half requests then.)
         ffi::ud_unwindable::UD_NOT_USER_REGS | ffi::ud_unwindable::UD_OK => Counter::err_not_user,
         ffi::ud_unwindable::UD_COMPAT => Counter::err_compat,
     };
@@ -172,8 +166,8 @@ fn refuse_work(cpu: u32) -> i32 {
 
 /// The rest of [`request`]: the entry's first request of this work, or the task's first
 /// request (its slot is claimed here), or a task whose slot is not its home one. Its
-/// arguments are [`Requester`]'s, in registers, in the order of `ud_rs_request()`'s (the
-/// tail call from [`request`] then moves none of them).
+/// arguments are [`request`]'s, in registers, in the order of `ud_rs_request()`'s (the tail
+/// call from [`request`] then moves none of them).
 #[inline(never)]
 fn request_slow(
     task: CurrentTask,

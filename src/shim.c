@@ -90,24 +90,32 @@ unsigned int ud_param_max_tasks(void)
 
 /* --- Context of the current task ------------------------------------------------------ */
 
-/* Why current cannot get a deferred user unwind (UD_OK if it can). */
-static enum ud_unwindable ud_current_unwindable(void)
+/* Why current, which failed the test of ud_current_unwindable(), cannot be unwound. */
+static noinline enum ud_unwindable ud_current_refusal(void)
 {
-	struct pt_regs *regs;
-
 	if (current->flags & PF_KTHREAD)
 		return UD_KTHREAD;
 	if (current->flags & PF_USER_WORKER)
 		return UD_USER_WORKER;
 	if (current->flags & PF_EXITING)
 		return UD_EXITING;
-	regs = task_pt_regs(current);
-	if (!user_mode(regs))
+	if (!user_mode(task_pt_regs(current)))
 		return UD_NOT_USER_REGS;
 	/* The walker reads 8-byte frame records: a 32-bit task has 4-byte ones. */
-	if (!user_64bit_mode(regs))
-		return UD_COMPAT;
-	return UD_OK;
+	return UD_COMPAT;
+}
+
+/*
+ * Why current cannot get a deferred user unwind (UD_OK if it can): one test for the common
+ * case, a user task in 64-bit mode (user_64bit_mode() implies user_mode()); which refusal
+ * it is, out of line.
+ */
+static __always_inline enum ud_unwindable ud_current_unwindable(void)
+{
+	if (likely(!(current->flags & (PF_KTHREAD | PF_USER_WORKER | PF_EXITING)) &&
+		   user_64bit_mode(task_pt_regs(current))))
+		return UD_OK;
+	return ud_current_refusal();
 }
 
 unsigned int ud_smp_processor_id(void) { return raw_smp_processor_id(); }
@@ -335,31 +343,14 @@ EXPORT_SYMBOL_GPL(unwind_deferred_init);
 /*
  * The half of the request that static inlines answer (who is asking, from where), here so
  * that the Rust half (table, state, cookie, counters) needs no call back into C on its
- * common path: a repeated request of an entry. With interrupts off only an NMI can
- * interleave with the request on this CPU (the task state and the table are written for
- * that), the CPU number holds, and cancel's synchronize_rcu() waits for us.
+ * common path: a repeated request of an entry.
  */
-static __always_inline int ud_request(struct task_struct *task, int bit, u64 *cookie)
+/* A request from a task that cannot be unwound (@why): the Rust half counts it, -EINVAL. */
+static noinline int ud_request_refused(enum ud_unwindable why)
 {
 	unsigned long flags;
 	int ret;
 
-	local_irq_save(flags);
-	ret = ud_rs_request(task, bit, in_nmi(), raw_smp_processor_id(), (ud_u64 *)cookie);
-	local_irq_restore(flags);
-	return ret;
-}
-
-/* The test of unwind_deferred_request() failed: why (counted), or, should the task's
- * state have changed since, the request after all. */
-static noinline int ud_request_unwindable_or_refuse(struct unwind_work *work, u64 *cookie)
-{
-	enum ud_unwindable why = ud_current_unwindable();
-	unsigned long flags;
-	int ret;
-
-	if (why == UD_OK)
-		return ud_request(current, READ_ONCE(work->bit), cookie);
 	local_irq_save(flags);
 	ret = ud_rs_request_refused(why, in_nmi(), raw_smp_processor_id());
 	local_irq_restore(flags);
@@ -368,21 +359,28 @@ static noinline int ud_request_unwindable_or_refuse(struct unwind_work *work, u6
 
 int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
 {
-	struct task_struct *task = current;
+	enum ud_unwindable why;
+	unsigned long flags;
+	int ret;
 
 	if (!cookie)
 		return -EINVAL;
 	*cookie = 0;
 	if (!work)
 		return -EINVAL;
+	why = ud_current_unwindable();
+	if (unlikely(why != UD_OK))
+		return ud_request_refused(why);
 	/*
-	 * One test for the common case, a user task in 64-bit mode (user_64bit_mode() implies
-	 * user_mode()); which refusal it is, out of line.
+	 * With interrupts off only an NMI can interleave with the request on this CPU (the
+	 * task state and the table are written for that), the CPU number holds, and cancel's
+	 * synchronize_rcu() waits for us.
 	 */
-	if (unlikely((task->flags & (PF_KTHREAD | PF_USER_WORKER | PF_EXITING)) ||
-		     !user_64bit_mode(task_pt_regs(task))))
-		return ud_request_unwindable_or_refuse(work, cookie);
-	return ud_request(task, READ_ONCE(work->bit), cookie);
+	local_irq_save(flags);
+	ret = ud_rs_request(current, READ_ONCE(work->bit), in_nmi(), raw_smp_processor_id(),
+			    (ud_u64 *)cookie);
+	local_irq_restore(flags);
+	return ret;
 }
 EXPORT_SYMBOL_GPL(unwind_deferred_request);
 

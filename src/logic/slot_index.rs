@@ -88,7 +88,7 @@ impl<F: FnMut()> Interleave for F {
 }
 
 /// The first slot of a key's window in an array of `len` slots (a power of two; any other
-/// length still gives an index below it, or 0 for none).
+/// nonzero length still gives an index below it; for 0, an index that `get` finds nothing at).
 #[inline]
 fn home_in(len: usize, key: usize) -> usize {
     // Task structs are cache-line aligned: drop the low bits, then a Fibonacci hash.
