@@ -51,6 +51,7 @@ progs:
 
 check-host:
 	cargo test --workspace --quiet
+	$(REPO)/scripts/mutants.sh --apply-check
 
 vm-test: all
 	$(REPO)/scripts/vm-test.sh --kernel $(KDIR) $(TESTS)

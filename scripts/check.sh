@@ -110,17 +110,8 @@ phase setup "$REPO/scripts/setup.sh" || { failed=$((failed + 1)); finish 1; }
 status=0
 phase host-tests cargo test --workspace --locked || status=1
 count host-tests
-# The mutants of `make mutants` must still apply to the tree (a change that moves their
-# lines makes them rot silently otherwise): a check that costs no VM.
-mutant_patches() {
-	local p n=0 bad=0
-	for p in "$REPO"/tests/mutants/*.patch; do
-		if git -C "$REPO" apply --check "$p"; then n=$((n + 1)); else echo "does not apply: $p"; bad=$((bad + 1)); fi
-	done
-	echo "$n passed, $bad failed"
-	[ $bad = 0 ]
-}
-phase mutant-patches mutant_patches || status=1
+# The mutants of `make mutants` must still apply to the tree: a check that costs no VM.
+phase mutant-patches "$REPO/scripts/mutants.sh" --apply-check || status=1
 count mutant-patches
 phase loom env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
 	cargo test -p unwind-logic --release --locked --test loom || status=1

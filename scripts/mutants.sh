@@ -8,12 +8,27 @@
 # that no longer applies) fails this script.
 #
 #   scripts/mutants.sh [--kernel KDIR] [NAME...]
+#   scripts/mutants.sh --apply-check   # only: does every patch still apply to the work tree?
+#
+# --apply-check costs no VM and runs in `make check` and `make check-host`: a change that
+# moves a mutant's lines would otherwise make it rot silently.
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
+
+apply_check() {
+	local p n=0 bad=0
+	for p in "$REPO"/tests/mutants/*.patch; do
+		if git -C "$REPO" apply --check "$p"; then n=$((n + 1)); else echo "does not apply: $p"; bad=$((bad + 1)); fi
+	done
+	echo "$n passed, $bad failed"
+	[ $bad = 0 ]
+}
+
 kdir=
 while [ $# -gt 0 ]; do
 	case $1 in
+	--apply-check) apply_check; exit ;;
 	--kernel) kdir=$2; shift 2 ;;
 	*) break ;;
 	esac
