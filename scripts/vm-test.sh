@@ -5,7 +5,7 @@
 # run the guest suite (tests/run-guest.sh) in it.
 #
 #   scripts/vm-test.sh --kernel KDIR [--timeout SECONDS] [--cpus N] [--out DIR] [--icount]
-#                      [--ftracetest FTRACETEST] [TEST.tc ...]
+#                      [--qprof] [--ftracetest FTRACETEST] [TEST.tc ...]
 #
 # With --ftracetest the tests run through that ftracetest (the kernel tree's
 # tools/testing/selftests/ftrace/ftracetest: tests/run-ftracetest.sh) instead of the
@@ -22,10 +22,14 @@
 # --icount runs QEMU with -icount: the guest's clock advances by one nanosecond per guest
 # instruction (single-threaded TCG). Timings become instruction counts, the same on every
 # run and every host: what benchmarks and profiles need (see Documentation/testing.rst).
+#
+# --qprof loads the QEMU plugin of tools/qprof, which counts every guest instruction run
+# (exactly: not sampled); a test takes snapshots of the counts with qprof_snap (tests/lib.sh)
+# and scripts/qprof-report.py turns two of them into a profile (Documentation/testing.rst).
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-kdir= timeout=900 cpus=2 out=$REPO/out/vm memory=2G icount= runner=$REPO/tests/run-guest.sh
+kdir= timeout=900 cpus=2 out=$REPO/out/vm memory=2G icount= qprof= runner=$REPO/tests/run-guest.sh
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kdir=$2; shift 2 ;;
@@ -34,6 +38,7 @@ while [ $# -gt 0 ]; do
 	--memory) memory=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--icount) icount=1; shift ;;
+	--qprof) qprof=1; shift ;;
 	--ftracetest)
 		[ -f "$2" ] || { echo "vm-test: no ftracetest at $2" >&2; exit 2; }
 		UD_FTRACETEST=$(realpath "$2") runner=$REPO/tests/run-ftracetest.sh
@@ -58,6 +63,13 @@ for t in "$@"; do tests+=("$(realpath "$t")"); done
 # The UD_* variables of the host (test sizes, verbosity) reach the guest's tests.
 guest_env=$(env | grep -E '^UD_[A-Z_]+=[A-Za-z0-9_.,/*-]*$' | grep -v '^UD_OUT=' | tr '\n' ' ')
 [ -n "$icount" ] && guest_env+=" UD_ICOUNT=1" # tests may report instructions, not time
+plugin=
+if [ -n "$qprof" ]; then
+	cargo build --quiet --release --manifest-path "$REPO/Cargo.toml" -p qprof ||
+		{ echo "vm-test: cannot build tools/qprof" >&2; exit 2; }
+	plugin="-plugin $REPO/target/release/libqprof.so,out=$out"
+	guest_env+=" UD_QPROF=1"
+fi
 
 python3 "$REPO/scripts/nmi-injector.py" "$qmp" "$out" >"$out/nmi-injector.log" 2>&1 &
 injector=$!
@@ -66,7 +78,7 @@ trap 'kill $injector 2>/dev/null' EXIT
 # stdin from /dev/null: vng must not wait for a terminal (CI has none).
 timeout --kill-after=15 "$timeout" \
 	vng --run "$image" --disable-kvm --user root --cpus "$cpus" --memory "$memory" \
-	--rwdir="$out" --qemu-opts="-qmp unix:$qmp,server=on,wait=off ${icount:+-icount shift=0,sleep=off}" \
+	--rwdir="$out" --qemu-opts="-qmp unix:$qmp,server=on,wait=off ${icount:+-icount shift=0,sleep=off} $plugin" \
 	--append "panic_on_warn=0 oops=panic panic=-1 nmi_watchdog=0" \
 	--exec "$guest_env UD_OUT=$out $runner ${tests[*]} 2>&1 | tee $out/guest.tap" </dev/null 2>&1 | tee "$out/vm.log"
 rc=${PIPESTATUS[0]}

@@ -50,6 +50,21 @@ load_client() { load_module; grep -q '^unwind_test_client ' /proc/modules || ins
 UD_PERF_TMP=/tmp/ud-perf
 perf_local() { mkdir -p "$UD_PERF_TMP/buildid" && perf --buildid-dir "$UD_PERF_TMP/buildid" "$@"; }
 
+# qprof_snap NAME: under scripts/vm-test.sh --qprof, the host's plugin (tools/qprof) writes
+# the guest's instruction counts so far, which become $UD_OUT/NAME (scripts/qprof-report.py
+# compares two). The plugin writes its snapshot while the marking instruction runs, before
+# the guest goes on. Does nothing without --qprof.
+qprof_snap() {
+	[ -n "${UD_QPROF:-}" ] || return 0
+	local f
+	"$UD_BIN/qprof-mark"
+	for f in "$UD_OUT"/qprof.[0-9]*; do
+		case $f in *.tmp) continue ;; esac
+		[ -e "$f" ] && mv "$f" "$UD_OUT/$1" && return 0
+	done
+	fail "qprof: no snapshot for $1"
+}
+
 # The module's debugfs counters ("name: value" lines): the core's and the tracer's.
 UD_DEBUGFS=/sys/kernel/debug/unwind_deferred
 counter() { awk -v k="$1" '$1 == k ":" { print $2 }' $UD_DEBUGFS/stats $UD_DEBUGFS/ftrace; }
