@@ -207,6 +207,16 @@ pub trait RowStore {
     fn lookup_full(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool;
     /// Caches `row` as the row of `rel_pc` in `module`.
     fn store(&mut self, module: u64, rel_pc: u64, row: &Row);
+    /// The compact row of `rel_pc` in `module` (a row, never [`CompactRow::FULL`]) if the
+    /// store finds it at its first probe, without keeping track of the use: the walk's fast
+    /// path ([`super::Unwinder`]'s warm frames). `None` says nothing (then the walk asks
+    /// [`RowStore::lookup`]); the default finds nothing. Must not answer another row than
+    /// [`RowStore::lookup`] would.
+    #[inline(always)]
+    fn hot(&self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+        let _ = (module, rel_pc);
+        None
+    }
 }
 
 impl<S: RowStore + ?Sized> RowStore for &mut S {
@@ -221,6 +231,11 @@ impl<S: RowStore + ?Sized> RowStore for &mut S {
 
     fn store(&mut self, module: u64, rel_pc: u64, row: &Row) {
         (**self).store(module, rel_pc, row);
+    }
+
+    #[inline(always)]
+    fn hot(&self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+        (**self).hot(module, rel_pc)
     }
 }
 
@@ -242,6 +257,18 @@ impl RowStore for RowCache {
 
     fn store(&mut self, module: u64, rel_pc: u64, row: &Row) {
         self.insert(module, rel_pc, row);
+    }
+
+    /// A row of the set of `rel_pc`, without marking it used (the least recently used
+    /// mark only chooses which row of the set a store replaces).
+    #[inline]
+    fn hot(&self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+        let first = Self::set_of(module, rel_pc).wrapping_mul(ROW_CACHE_WAYS);
+        self.entries
+            .get(first..first.wrapping_add(ROW_CACHE_WAYS))?
+            .iter()
+            .find(|e| e.module == module && e.rel_pc == rel_pc && e.row.is_row())
+            .map(|e| e.row)
     }
 }
 
@@ -430,5 +457,14 @@ impl<S: RowStore> RowStore for Layered<'_, S> {
         if let Some(compact) = CompactRow::from_row(row) {
             self.hot.insert(module, rel_pc, compact);
         }
+    }
+
+    /// The row in the hot rows, in its first place or its second (what
+    /// [`Layered::lookup`] finds before it asks the shared store).
+    #[inline(always)]
+    fn hot(&self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+        self.hot
+            .position(module, rel_pc)
+            .map(|at| self.hot.row_at(at))
     }
 }

@@ -455,8 +455,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
     /// a stack went from one file to another (a tenth of an interpreter's walk).
     #[inline(never)]
     fn locate(&mut self, pc: u64) {
-        if let Some(i) = (1..LOCATED).find(|&i| self.located[i].holds(pc)) {
-            self.located.swap(0, i);
+        if self.locate_recent(pc) {
             return;
         }
         let victim = self.victim;
@@ -467,6 +466,18 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             *slot = current;
         }
         self.located[0] = self.source.find(pc);
+    }
+
+    /// Makes `located[0]` the recent answer that holds `pc`, if one does: whether one does.
+    #[inline(never)]
+    fn locate_recent(&mut self, pc: u64) -> bool {
+        match (1..LOCATED).find(|&i| self.located[i].holds(pc)) {
+            Some(i) => {
+                self.located.swap(0, i);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The step of a PC outside every module with unwind information: by the frame pointer
@@ -520,17 +531,206 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         }))
     }
 
-    /// The step of a row in compact form: the registers are updated in place.
+    /// The frames of a warm stretch of the stack, written into `out` from `out[len]` on:
+    /// while the current frame's row is in the first place of the task's hot rows
+    /// ([`RowStore::hot`]), in the module of the last answer of the source, and its step
+    /// succeeds without an error or the end of the stack ([`Unwinder::warm_step`]). Returns
+    /// the new length. A frame it does not take is left as it was, for
+    /// [`Unwinder::next_frame`], which takes every other case (and gives each error).
+    ///
+    /// This is the loop a frame of a hot stack costs (a deep recursion, an interpreter's
+    /// loop): the row probe, the step and the checks, the registers kept in place, and
+    /// nothing built for the frame; the statistics are added once at the end.
     #[inline(always)]
-    fn compact_step(&mut self, row: &CompactRow, sp: u64) -> Result<Option<Frame>, Error> {
-        if row.is_frame_record() {
-            if let Some(r) = self.record_step(row, sp) {
-                return r;
+    fn warm_frames(&mut self, out: &mut [u64], mut len: usize) -> usize {
+        if self.done.is_some() {
+            return len;
+        }
+        let mut frames = 0u32;
+        // Bounded by the output's length.
+        while let Some(slot) = out.get_mut(len) {
+            let (Some(ip), Some(sp)) = (self.regs.get(RA), self.regs.get(RSP)) else {
+                break;
+            };
+            let pc = if self.exact { ip } else { ip.wrapping_sub(1) };
+            // (A stack that goes back to a file met before, as an interpreter's goes from
+            // the program to the C library and back, finds it among the recent answers.)
+            if !self.located[0].holds(pc) && !self.locate_recent(pc) {
+                break;
+            }
+            let Lookup::Module(ModuleInfo { id, bias, .. }) = self.located[0].lookup else {
+                break;
+            };
+            let Some(row) = self.cache.hot(id, pc.wrapping_sub(bias)) else {
+                break;
+            };
+            if row.is_frame_record() {
+                let n = self.record_run(out, len, row.sets());
+                if n == 0 {
+                    break;
+                }
+                len += n;
+                frames = frames.saturating_add(n as u32);
+                continue;
+            }
+            let Some(new_ip) = self.warm_step(&row, sp) else {
+                break;
+            };
+            *slot = new_ip;
+            len += 1;
+            frames += 1;
+        }
+        // (Each frame is a row found in the cache and a frame unwound by CFI.)
+        self.stats.cache_hits = self.stats.cache_hits.saturating_add(frames);
+        self.stats.cfi_frames = self.stats.cfi_frames.saturating_add(frames);
+        len
+    }
+
+    /// The frames of a run of frame-pointer frames, from the current one, whose row (a
+    /// frame record, [`CompactRow::is_frame_record`], which sets the registers `sets`)
+    /// the caller found in the hot rows: [`Unwinder::warm_step`] of each frame in turn, for
+    /// as long as the next frame's row is a frame record in the hot rows, in the same
+    /// module. Written into `out` from `out[len]` on; returns how many. The loop of a deep
+    /// frame-pointer stack (every frame of a program built with frame pointers): the
+    /// registers it changes (`%rbp`, the IP, `%rsp`) are kept in locals and written back
+    /// once, as what every record step does to the others is the same
+    /// ([`Regs::update_known`] of the same masks, which gives the same result once or
+    /// many times).
+    #[inline(always)]
+    fn record_run(&mut self, out: &mut [u64], len: usize, sets: u32) -> usize {
+        let (Some(mut ip), Some(mut sp), Some(mut rbp)) =
+            (self.regs.get(RA), self.regs.get(RSP), self.regs.get(RBP))
+        else {
+            return 0;
+        };
+        let Located {
+            start,
+            end,
+            lookup: Lookup::Module(ModuleInfo { id, bias, .. }),
+        } = self.located[0]
+        else {
+            return 0;
+        };
+        let user_end = self.user_end;
+        let mut n = 0;
+        // Bounded by the output's length.
+        while let Some(slot) = out.get_mut(len.wrapping_add(n)) {
+            // The current frame's row is a frame record (the caller's probe, then the
+            // probe at the end of the loop).
+            let Some(at) = self.stack.hold(&mut self.mem, rbp, 16) else {
+                break;
+            };
+            if at & 7 != 0 {
+                break;
+            }
+            let (caller_rbp, ret) = (self.stack.word(at), self.stack.word(at.wrapping_add(8)));
+            let cfa = rbp.wrapping_add(16);
+            if ret == 0 || ret >= user_end || cfa == 0 || cfa >= user_end || cfa <= sp {
+                break;
+            }
+            *slot = ret;
+            n += 1;
+            (ip, sp, rbp) = (ret, cfa, caller_rbp);
+            // The next frame's row (its IP is a return address now).
+            let pc = ip.wrapping_sub(1);
+            if pc < start || pc >= end {
+                break;
+            }
+            match self.cache.hot(id, pc.wrapping_sub(bias)) {
+                Some(row) if row.is_frame_record() => {}
+                _ => break,
             }
         }
+        if n != 0 {
+            // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
+            self.regs.set_value(RBP, rbp);
+            self.regs.set_value(RA, ip);
+            self.regs.set_value(RSP, sp);
+            self.regs.update_known(NORMAL_FRAME_MASK, sets);
+            self.exact = false;
+        }
+        n
+    }
+
+    /// The step of a frame whose row is `row` (a compact row) and whose stack pointer is
+    /// `sp`, when it succeeds: the caller's registers replace the frame's, and its IP is
+    /// returned. `None` when the step would fail or end the stack, or the window cannot
+    /// hold the saved registers: then nothing changed (but what the window holds), and the
+    /// general step ([`Unwinder::compact_step`]) finds out what happens. What it accepts
+    /// is what [`Unwinder::accept`] accepts of a normal frame; the statistics are the
+    /// caller's.
+    #[inline(always)]
+    fn warm_step(&mut self, row: &CompactRow, sp: u64) -> Option<u64> {
+        let user_end = self.user_end;
+        let plausible = |ip: u64, new_sp: u64| {
+            ip != 0 && ip < user_end && new_sp != 0 && new_sp < user_end && new_sp > sp
+        };
+        let ip = if row.is_frame_record() {
+            // A frame-pointer frame, the most common row of compiled code: the caller's
+            // `%rbp` and return address are the frame record at `%rbp`, its stack pointer
+            // `%rbp + 16`; the other callee-saved registers keep their values (what the
+            // general step computes for this row, in fewer instructions).
+            let rbp = self.regs.get(RBP)?;
+            let at = self.stack.hold(&mut self.mem, rbp, 16)?;
+            if at & 7 != 0 {
+                return None;
+            }
+            let (caller_rbp, ret) = (self.stack.word(at), self.stack.word(at.wrapping_add(8)));
+            let cfa = rbp.wrapping_add(16);
+            if !plausible(ret, cfa) {
+                return None;
+            }
+            // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
+            self.regs.set_value(RBP, caller_rbp);
+            self.regs.set_value(RA, ret);
+            self.regs.set_value(RSP, cfa);
+            self.regs.update_known(NORMAL_FRAME_MASK, row.sets());
+            ret
+        } else {
+            let cfa = row.cfa(&self.regs).ok()?;
+            let cfa_at = row.in_window(cfa, self.stack, &mut self.mem)?;
+            if row.ends() {
+                return None;
+            }
+            let (ip, new_sp) = row
+                .caller_ip_sp_in_window(&self.regs, cfa, self.stack, cfa_at)
+                .ok()?;
+            if !plausible(ip, new_sp) {
+                return None;
+            }
+            // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
+            row.commit_in_window(&mut self.regs, cfa, self.stack, cfa_at);
+            ip
+        };
+        self.exact = false;
+        Some(ip)
+    }
+
+    /// The step of a row in compact form: the registers are updated in place. Its common
+    /// case is [`Unwinder::warm_step`]; the rest gives the end of the stack or the error.
+    #[inline(always)]
+    fn compact_step(&mut self, row: &CompactRow, sp: u64) -> Result<Option<Frame>, Error> {
+        if let Some(ip) = self.warm_step(row, sp) {
+            self.stats.cfi_frames = self.stats.cfi_frames.saturating_add(1);
+            let new_sp = self.regs.get(RSP).unwrap_or(0);
+            return Ok(Some(Frame {
+                ip,
+                sp: new_sp,
+                method: Method::Cfi,
+                signal: false,
+            }));
+        }
+        self.compact_step_slow(row, sp)
+    }
+
+    /// [`Unwinder::compact_step`] when [`Unwinder::warm_step`] does not take the frame: a
+    /// window that cannot hold the saved registers (they are read one by one, each read may
+    /// fail), the end of the stack, or an error.
+    #[inline(never)]
+    fn compact_step_slow(&mut self, row: &CompactRow, sp: u64) -> Result<Option<Frame>, Error> {
         let cfa = row.cfa(&self.regs)?;
         let Some(cfa_at) = row.in_window(cfa, self.stack, &mut self.mem) else {
-            return self.compact_step_slow(row, cfa, sp);
+            return self.compact_step_unwindowed(row, cfa, sp);
         };
         // Every saved register is in the window: no read can fail (so the order of the
         // reads does not matter).
@@ -546,40 +746,10 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         Ok(frame)
     }
 
-    /// The step of a frame-pointer row ([`CompactRow::is_frame_record`]): what the general
-    /// compact step computes for it, in fewer instructions (the caller's `%rbp` and return
-    /// address are the frame record at `%rbp`, its stack pointer `%rbp + 16`; the other
-    /// callee-saved registers keep their values). `None` if the window cannot hold the
-    /// record: then the general step reads it (and fails where it fails).
-    #[inline(always)]
-    fn record_step(&mut self, row: &CompactRow, sp: u64) -> Option<Result<Option<Frame>, Error>> {
-        let Some(rbp) = self.regs.get(RBP) else {
-            return Some(Err(Error::Invalid(Invalid::UnknownRegister)));
-        };
-        let at = self.stack.hold(&mut self.mem, rbp, 16)?;
-        if at & 7 != 0 {
-            return None;
-        }
-        let (caller_rbp, ret) = (self.stack.word(at), self.stack.word(at.wrapping_add(8)));
-        let cfa = rbp.wrapping_add(16);
-        let frame = match self.accept(sp, ret, cfa, Method::Cfi, false) {
-            Ok(frame) => frame,
-            Err(e) => return Some(Err(e)),
-        };
-        if frame.is_some() {
-            // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
-            self.regs.set_value(RBP, caller_rbp);
-            self.regs.set_value(RA, ret);
-            self.regs.set_value(RSP, cfa);
-            self.regs.update_known(NORMAL_FRAME_MASK, row.sets());
-        }
-        Some(Ok(frame))
-    }
-
-    /// [`Unwinder::compact_step`] when the window cannot hold the saved registers: they are
-    /// read one by one (each read may fail), then the registers updated.
+    /// [`Unwinder::compact_step_slow`] when the window cannot hold the saved registers: they
+    /// are read one by one (each read may fail), then the registers updated.
     #[inline(never)]
-    fn compact_step_slow(
+    fn compact_step_unwindowed(
         &mut self,
         row: &CompactRow,
         cfa: u64,
@@ -786,6 +956,7 @@ pub fn walk_in<M: UnwindMemory, S: UnwindInfoSource, C: RowStore>(
     let mut len = 1;
     // Bounded by the output's length.
     let stop = loop {
+        len = unwinder.warm_frames(out, len);
         let Some(slot) = out.get_mut(len) else {
             break Stop::Full;
         };

@@ -86,8 +86,8 @@ fn checked_walk(mem: &mut SegMem, source: &mut MapSource, regs: Regs, mode: Mode
     let mut cache = RowCache::new();
     let r = walk_in(
         &mut window,
-        mem,
-        source,
+        &mut *mem,
+        &mut *source,
         &mut cache,
         &regs,
         &params,
@@ -99,6 +99,23 @@ fn checked_walk(mem: &mut SegMem, source: &mut MapSource, regs: Regs, mode: Mode
         assert_eq!(&out[..r.len], &frames[..], "{:?} vs {stop:?}", r.stop);
         assert_eq!(r.stop, stop);
     }
+    // Again with the rows of that walk cached: the walk's fast path (its warm frames)
+    // takes every frame it can, and must find what the frame-at-a-time walk found.
+    let mut warm_out = [0u64; OUT];
+    let warm = walk_in(
+        &mut window,
+        mem,
+        source,
+        &mut cache,
+        &regs,
+        &params,
+        &mut warm_out,
+    );
+    assert_eq!(
+        (&warm_out[..warm.len], warm.stop),
+        (&out[..r.len], r.stop),
+        "warm walk"
+    );
     assert!(out[..r.len].iter().all(|&a| a != 0 && a < USER_END));
     stop
 }
