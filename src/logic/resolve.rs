@@ -137,18 +137,23 @@ pub fn resolve(
             file_offset(0, m.start, m.pgoff, page_shift)
         };
         // Every frame from `i` on that lies in `m` is resolved here, without another lookup
-        // (this loop is most of the work on a deep stack: keep it tight).
+        // (this loop is most of the work on a deep stack: keep it tight: one comparison for
+        // the range, and the count kept apart from the loop's own).
+        let span = m.end.wrapping_sub(m.start);
+        let mut taken = 0usize;
         for ((&addr, offset), h) in frames[i..]
             .iter()
             .zip(&mut offsets[i..])
             .zip(&mut hashes[i..])
         {
-            if addr < m.start || addr >= m.end {
+            if addr.wrapping_sub(m.start) >= span {
                 break;
             }
             *offset = addr.wrapping_add(bias);
             *h = hash;
-            i += 1;
+            // At most `n`: no overflow.
+            taken = taken.wrapping_add(1);
         }
+        i += taken;
     }
 }
