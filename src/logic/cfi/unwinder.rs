@@ -455,7 +455,8 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
     /// a stack went from one file to another (a tenth of an interpreter's walk).
     #[inline(never)]
     fn locate(&mut self, pc: u64) {
-        if self.locate_recent(pc) {
+        if let Some(i) = (1..LOCATED).find(|&i| self.located[i].holds(pc)) {
+            self.located.swap(0, i);
             return;
         }
         let victim = self.victim;
@@ -466,18 +467,6 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             *slot = current;
         }
         self.located[0] = self.source.find(pc);
-    }
-
-    /// Makes `located[0]` the recent answer that holds `pc`, if one does: whether one does.
-    #[inline(never)]
-    fn locate_recent(&mut self, pc: u64) -> bool {
-        match (1..LOCATED).find(|&i| self.located[i].holds(pc)) {
-            Some(i) => {
-                self.located.swap(0, i);
-                true
-            }
-            None => false,
-        }
     }
 
     /// The step of a PC outside every module with unwind information: by the frame pointer
@@ -554,9 +543,11 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             };
             let pc = if self.exact { ip } else { ip.wrapping_sub(1) };
             // (A stack that goes back to a file met before, as an interpreter's goes from
-            // the program to the C library and back, finds it among the recent answers.)
-            if !self.located[0].holds(pc) && !self.locate_recent(pc) {
-                break;
+            // the program to the C library and back, finds it among the recent answers;
+            // a file met first in this walk is asked of the source, which the module
+            // answers from the task's cache of mappings.)
+            if !self.located[0].holds(pc) {
+                self.locate(pc);
             }
             let Lookup::Module(ModuleInfo { id, bias, .. }) = self.located[0].lookup else {
                 break;
