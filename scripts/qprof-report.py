@@ -85,7 +85,9 @@ def main():
     # (With --minus a symbol may come out slightly negative: the two runs differ by noise.)
     for sym, n in sorted(per_sym.items(), key=lambda kv: -abs(kv[1]))[: args.top]:
         print(f"{n / per:14.1f} {100.0 * n / total:5.1f}%  {sym}")
-    print(f"{total / per:14.1f} 100.0%  (total; kernel {(total - per_sym['[user]']) / per:.1f})")
+    module = sum(n for sym, n in per_sym.items() if sym.endswith("[unwind_deferred]"))
+    print(f"{total / per:14.1f} 100.0%  (total; kernel {(total - per_sym['[user]']) / per:.1f};"
+          f" module {module / per:.1f})")
     for sym in args.annotate:
         print(f"\n{sym}: offset, instructions (per {per:g})")
         for off, n in sorted(per_insn[sym].items()):
