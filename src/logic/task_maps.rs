@@ -36,13 +36,18 @@ struct Entry {
 ///
 /// # Invariants
 ///
-/// `entries[..len]` hold answers found under `stamp`, the most used roughly first; `len <=
-/// TASK_MAPS`.
+/// `entries[..len]` hold answers found under `stamp`; `len <= TASK_MAPS`. `last_use[i]` is
+/// the value of `clock` when entry `i` was last used: the one to drop when full is the
+/// least recently used (16-bit ages: the module's task cache has no room for more, and a
+/// use 65,536 uses ago is old whatever its age reads). (Entries stay in their place: moving one towards the front at
+/// each use was a `memmove` of 48 bytes at every walk's change of file.)
 #[derive(Debug, Clone, Copy)]
 pub struct TaskMaps {
     stamp: Stamp,
     len: usize,
+    clock: u16,
     entries: [Entry; TASK_MAPS],
+    last_use: [u16; TASK_MAPS],
 }
 
 impl Default for TaskMaps {
@@ -63,7 +68,9 @@ impl TaskMaps {
         Self {
             stamp: Stamp { exec_id: 0, seq: 0 },
             len: 0,
+            clock: 0,
             entries: [EMPTY; TASK_MAPS],
+            last_use: [0; TASK_MAPS],
         }
     }
 
@@ -76,34 +83,46 @@ impl TaskMaps {
         }
     }
 
-    /// The mapping kept that holds `pc`, as `(start, end, answer)`, if any (it moves one
-    /// place towards the front).
+    /// The mapping kept that holds `pc`, as `(start, end, answer)`, if any (marked used).
     pub fn find(&mut self, pc: u64) -> Option<(u64, u64, Lookup)> {
-        let kept = self.entries.get_mut(..self.len)?;
-        let i = kept.iter().position(|e| e.start <= pc && pc < e.end)?;
-        // One step towards the front (a swap, not a rotation: an entry is 48 bytes): the
-        // mappings a walk meets most often end up scanned first.
-        if i > 0 {
-            kept.swap(i - 1, i);
+        self.clock = self.clock.wrapping_add(1);
+        let i = self
+            .entries
+            .get(..self.len)?
+            .iter()
+            .position(|e| e.start <= pc && pc < e.end)?;
+        if let Some(used) = self.last_use.get_mut(i) {
+            *used = self.clock;
         }
-        let entry = kept.get(i.saturating_sub(1))?;
+        let entry = self.entries.get(i)?;
         Some((entry.start, entry.end, entry.lookup))
     }
 
     /// Keeps the answer for the mapping `start..end` (found under the stamp of the last
-    /// [`TaskMaps::begin`]) in front, dropping the last one when full.
+    /// [`TaskMaps::begin`]), in place of the least recently used one when full.
     pub fn keep(&mut self, start: u64, end: u64, lookup: Lookup) {
         if start >= end {
             return;
         }
-        let len = (self.len + 1).min(TASK_MAPS);
-        if let Some(kept) = self.entries.get_mut(..len) {
-            kept.rotate_right(1);
-            if let Some(first) = kept.first_mut() {
-                *first = Entry { start, end, lookup };
-                // INVARIANT: `len <= TASK_MAPS`, the new answer first.
-                self.len = len;
-            }
+        self.clock = self.clock.wrapping_add(1);
+        let clock = self.clock;
+        let at = if self.len < TASK_MAPS {
+            // INVARIANT: one more entry in use, at most TASK_MAPS.
+            self.len += 1;
+            self.len - 1
+        } else {
+            // The oldest use (ages wrap with the clock: compared as differences).
+            (0..TASK_MAPS)
+                .max_by_key(|&i| {
+                    self.last_use
+                        .get(i)
+                        .map_or(0, |&used| clock.wrapping_sub(used))
+                })
+                .unwrap_or(0)
+        };
+        if let (Some(slot), Some(used)) = (self.entries.get_mut(at), self.last_use.get_mut(at)) {
+            *slot = Entry { start, end, lookup };
+            *used = clock;
         }
     }
 }

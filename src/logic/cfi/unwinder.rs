@@ -462,11 +462,14 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         let victim = self.victim;
         // INVARIANT: `victim` stays in 1..LOCATED.
         self.victim = if victim + 1 < LOCATED { victim + 1 } else { 1 };
+        // The source's answer first, then the current one into the victim's place: copied
+        // into its place the current one went through `memmove` (the compiler could not
+        // tell that the victim is never entry 0).
         let current = self.located[0];
+        self.located[0] = self.source.find(pc);
         if let Some(slot) = self.located.get_mut(victim) {
             *slot = current;
         }
-        self.located[0] = self.source.find(pc);
     }
 
     /// The step of a PC outside every module with unwind information: by the frame pointer
