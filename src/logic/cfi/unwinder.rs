@@ -524,11 +524,11 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
     }
 
     /// The frames of a warm stretch of the stack, written into `out` from `out[len]` on:
-    /// while the current frame's row is in the first place of the task's hot rows
-    /// ([`RowStore::hot`]), in the module of the last answer of the source, and its step
-    /// succeeds without an error or the end of the stack ([`Unwinder::warm_step`]). Returns
-    /// the new length. A frame it does not take is left as it was, for
-    /// [`Unwinder::next_frame`], which takes every other case (and gives each error).
+    /// while the current frame's PC is in a module with unwind information, its row is in
+    /// the task's hot rows ([`RowStore::hot`]), and its step succeeds without an error or
+    /// the end of the stack ([`Unwinder::warm_step`]). Returns the new length. A frame it
+    /// does not take is left as it was, for [`Unwinder::next_frame`], which takes every
+    /// other case (and gives each error).
     ///
     /// This is the loop a frame of a hot stack costs (a deep recursion, an interpreter's
     /// loop): the row probe, the step and the checks, the registers kept in place, and
@@ -605,23 +605,14 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         else {
             return 0;
         };
-        let user_end = self.user_end;
         let mut n = 0;
         // Bounded by the output's length.
         while let Some(slot) = out.get_mut(len.wrapping_add(n)) {
             // The current frame's row is a frame record (the caller's probe, then the
             // probe at the end of the loop).
-            let Some(at) = self.stack.hold(&mut self.mem, rbp, 16) else {
+            let Some((caller_rbp, ret, cfa)) = self.record_caller(rbp, sp) else {
                 break;
             };
-            if at & 7 != 0 {
-                break;
-            }
-            let (caller_rbp, ret) = (self.stack.word(at), self.stack.word(at.wrapping_add(8)));
-            let cfa = rbp.wrapping_add(16);
-            if ret == 0 || ret >= user_end || cfa == 0 || cfa >= user_end || cfa <= sp {
-                break;
-            }
             *slot = ret;
             n += 1;
             (ip, sp, rbp) = (ret, cfa, caller_rbp);
@@ -655,25 +646,9 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
     /// caller's.
     #[inline(always)]
     fn warm_step(&mut self, row: &CompactRow, sp: u64) -> Option<u64> {
-        let user_end = self.user_end;
-        let plausible = |ip: u64, new_sp: u64| {
-            ip != 0 && ip < user_end && new_sp != 0 && new_sp < user_end && new_sp > sp
-        };
         let ip = if row.is_frame_record() {
-            // A frame-pointer frame, the most common row of compiled code: the caller's
-            // `%rbp` and return address are the frame record at `%rbp`, its stack pointer
-            // `%rbp + 16`; the other callee-saved registers keep their values (what the
-            // general step computes for this row, in fewer instructions).
             let rbp = self.regs.get(RBP)?;
-            let at = self.stack.hold(&mut self.mem, rbp, 16)?;
-            if at & 7 != 0 {
-                return None;
-            }
-            let (caller_rbp, ret) = (self.stack.word(at), self.stack.word(at.wrapping_add(8)));
-            let cfa = rbp.wrapping_add(16);
-            if !plausible(ret, cfa) {
-                return None;
-            }
+            let (caller_rbp, ret, cfa) = self.record_caller(rbp, sp)?;
             // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
             self.regs.set_value(RBP, caller_rbp);
             self.regs.set_value(RA, ret);
@@ -689,7 +664,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             let (ip, new_sp) = row
                 .caller_ip_sp_in_window(&self.regs, cfa, self.stack, cfa_at)
                 .ok()?;
-            if !plausible(ip, new_sp) {
+            if !self.plausible(sp, ip, new_sp) {
                 return None;
             }
             // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
@@ -698,6 +673,33 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         };
         self.exact = false;
         Some(ip)
+    }
+
+    /// The caller of a frame-pointer frame (a frame-record row, the most common row of
+    /// compiled code) whose `%rbp` is `rbp` and stack pointer `sp`: its `%rbp` and return
+    /// address, the frame record at `rbp`, and its stack pointer, `rbp + 16` (the other
+    /// callee-saved registers keep their values: what the general step computes for the
+    /// row, in fewer instructions). `None` if the window cannot hold the record or the
+    /// caller fails [`Unwinder::plausible`].
+    #[inline(always)]
+    fn record_caller(&mut self, rbp: u64, sp: u64) -> Option<(u64, u64, u64)> {
+        let at = self.stack.hold(&mut self.mem, rbp, 16)?;
+        if at & 7 != 0 {
+            return None;
+        }
+        let (caller_rbp, ret) = (self.stack.word(at), self.stack.word(at.wrapping_add(8)));
+        let cfa = rbp.wrapping_add(16);
+        self.plausible(sp, ret, cfa)
+            .then_some((caller_rbp, ret, cfa))
+    }
+
+    /// Whether a normal frame's caller with IP `ip` and stack pointer `new_sp`, found from a
+    /// frame whose stack pointer is `sp`, is what [`Unwinder::accept`] accepts as a frame
+    /// (not the end of the stack, not an error).
+    #[inline(always)]
+    fn plausible(&self, sp: u64, ip: u64, new_sp: u64) -> bool {
+        let user_end = self.user_end;
+        ip != 0 && ip < user_end && new_sp != 0 && new_sp < user_end && new_sp > sp
     }
 
     /// The step of a row in compact form: the registers are updated in place. Its common
