@@ -8,11 +8,13 @@
 //! reads the unwind information through a [`ReadAhead`] and the stack through a
 //! [`StackWindow`] (filled through the same [`ReadAhead`], under the same byte budget).
 //!
-//! A warm frame (its row cached in compact form, its saved registers in the stack window)
-//! is a lookup in the source and in the cache, a few loads from the window, and an update
-//! of the registers in place; the window is refilled every few frames. Anything else
-//! (rows without a compact form, cache misses, a window that cannot hold a frame's saved
-//! registers, the frame-pointer fallback) takes a slower path out of line.
+//! A warm frame (its row in the task's hot rows, [`RowStore::hot`]) goes through one loop
+//! ([`Unwinder::warm_frames`]) that builds nothing per frame: a probe of the hot rows, a
+//! few loads from the stack window, the checks, and an update of the registers in place;
+//! a run of frame-pointer frames keeps `%rbp`, the IP and `%rsp` in registers. The window
+//! is refilled every few frames. Anything else (rows without a compact form, cache misses,
+//! a window that cannot hold a frame's saved registers, the end of the stack, every error,
+//! the frame-pointer fallback) is left to [`Unwinder::next_frame`], one frame at a time.
 //!
 //! Safety of a walk (every check is counted by its [`Stop`]):
 //!
