@@ -213,7 +213,7 @@ pub trait RowStore {
     /// [`RowStore::lookup`]); the default finds nothing. Must not answer another row than
     /// [`RowStore::lookup`] would.
     #[inline(always)]
-    fn hot(&self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+    fn hot(&self, module: u64, rel_pc: u64) -> Option<&CompactRow> {
         let _ = (module, rel_pc);
         None
     }
@@ -234,7 +234,7 @@ impl<S: RowStore + ?Sized> RowStore for &mut S {
     }
 
     #[inline(always)]
-    fn hot(&self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+    fn hot(&self, module: u64, rel_pc: u64) -> Option<&CompactRow> {
         (**self).hot(module, rel_pc)
     }
 }
@@ -262,13 +262,13 @@ impl RowStore for RowCache {
     /// A row of the set of `rel_pc`, without marking it used (the least recently used
     /// mark only chooses which row of the set a store replaces).
     #[inline]
-    fn hot(&self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+    fn hot(&self, module: u64, rel_pc: u64) -> Option<&CompactRow> {
         let first = Self::set_of(module, rel_pc).wrapping_mul(ROW_CACHE_WAYS);
         self.entries
             .get(first..first.wrapping_add(ROW_CACHE_WAYS))?
             .iter()
             .find(|e| e.module == module && e.rel_pc == rel_pc && e.row.is_row())
-            .map(|e| e.row)
+            .map(|e| &e.row)
     }
 }
 
@@ -374,6 +374,12 @@ impl HotRows {
         self.entries[at.min(HOT_ROWS)].row
     }
 
+    /// The row of entry `at` ([`CompactRow::FULL`] for `HOT_ROWS` and past it), in place.
+    #[inline(always)]
+    fn row_ref(&self, at: usize) -> &CompactRow {
+        &self.entries[at.min(HOT_ROWS)].row
+    }
+
     /// The compact row of `rel_pc` in `module`, if this cache has it.
     pub fn find(&self, module: u64, rel_pc: u64) -> Option<CompactRow> {
         self.position(module, rel_pc).map(|at| self.row_at(at))
@@ -462,9 +468,9 @@ impl<S: RowStore> RowStore for Layered<'_, S> {
     /// The row in the hot rows, in its first place or its second (what
     /// [`Layered::lookup`] finds before it asks the shared store).
     #[inline(always)]
-    fn hot(&self, module: u64, rel_pc: u64) -> Option<CompactRow> {
+    fn hot(&self, module: u64, rel_pc: u64) -> Option<&CompactRow> {
         self.hot
             .position(module, rel_pc)
-            .map(|at| self.hot.row_at(at))
+            .map(|at| self.hot.row_ref(at))
     }
 }

@@ -569,9 +569,19 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
                 frames = frames.saturating_add(n as u32);
                 continue;
             }
-            let Some(new_ip) = self.warm_step(&row, sp) else {
+            // (The row is read where the hot rows keep it: a copy of it was loaded whole,
+            // its eight offsets widened and kept aside, on every frame.)
+            let Some(new_ip) = Self::compact_warm_step(
+                row,
+                &mut self.regs,
+                self.stack,
+                &mut self.mem,
+                self.user_end,
+                sp,
+            ) else {
                 break;
             };
+            self.exact = false;
             *slot = new_ip;
             len += 1;
             frames += 1;
@@ -623,9 +633,12 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             if pc < start || pc >= end {
                 break;
             }
-            match self.cache.hot(id, pc.wrapping_sub(bias)) {
-                Some(row) if row.is_frame_record() => {}
-                _ => break,
+            if !self
+                .cache
+                .hot(id, pc.wrapping_sub(bias))
+                .is_some_and(|row| row.is_frame_record())
+            {
+                break;
             }
         }
         if n != 0 {
@@ -658,22 +671,41 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             self.regs.update_known(NORMAL_FRAME_MASK, row.sets());
             ret
         } else {
-            let cfa = row.cfa(&self.regs).ok()?;
-            let cfa_at = row.in_window(cfa, self.stack, &mut self.mem)?;
-            if row.ends() {
-                return None;
-            }
-            let (ip, new_sp) = row
-                .caller_ip_sp_in_window(&self.regs, cfa, self.stack, cfa_at)
-                .ok()?;
-            if !self.plausible(sp, ip, new_sp) {
-                return None;
-            }
-            // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
-            row.commit_in_window(&mut self.regs, cfa, self.stack, cfa_at);
-            ip
+            Self::compact_warm_step(
+                row,
+                &mut self.regs,
+                self.stack,
+                &mut self.mem,
+                self.user_end,
+                sp,
+            )?
         };
         self.exact = false;
+        Some(ip)
+    }
+
+    /// [`Unwinder::warm_step`] of a row that is not a frame record, on the walk's parts
+    /// (so that the row may stay where the row store keeps it while the registers change).
+    #[inline(always)]
+    fn compact_warm_step(
+        row: &CompactRow,
+        regs: &mut Regs,
+        stack: &mut StackWindow,
+        mem: &mut ReadAhead<&'a mut M>,
+        user_end: u64,
+        sp: u64,
+    ) -> Option<u64> {
+        let cfa = row.cfa(regs).ok()?;
+        let cfa_at = row.in_window(cfa, stack, mem)?;
+        if row.ends() {
+            return None;
+        }
+        let (ip, new_sp) = row.caller_ip_sp_in_window(regs, cfa, stack, cfa_at).ok()?;
+        if !plausible(user_end, sp, ip, new_sp) {
+            return None;
+        }
+        // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
+        row.commit_in_window(regs, cfa, stack, cfa_at);
         Some(ip)
     }
 
@@ -700,8 +732,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
     /// (not the end of the stack, not an error).
     #[inline(always)]
     fn plausible(&self, sp: u64, ip: u64, new_sp: u64) -> bool {
-        let user_end = self.user_end;
-        ip != 0 && ip < user_end && new_sp != 0 && new_sp < user_end && new_sp > sp
+        plausible(self.user_end, sp, ip, new_sp)
     }
 
     /// The step of a row in compact form: the registers are updated in place. Its common
@@ -875,6 +906,12 @@ pub fn compute_row_into<M: UnwindMemory>(
         return Err(Error::NotFound);
     }
     row_for_pc_into(mem, &fde, pc, out)
+}
+
+/// [`Unwinder::plausible`] below `user_end`.
+#[inline(always)]
+fn plausible(user_end: u64, sp: u64, ip: u64, new_sp: u64) -> bool {
+    ip != 0 && ip < user_end && new_sp != 0 && new_sp < user_end && new_sp > sp
 }
 
 /// Adapts a [`ReadAhead`] to the frame-pointer walker's memory trait.
