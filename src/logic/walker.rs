@@ -67,12 +67,15 @@ impl<R: WordReader> Windowed<R> {
         if fp & 7 != 0 {
             return None;
         }
-        let i = usize::try_from(fp.checked_sub(self.base)? / 8).ok()?;
-        // No indexing that could panic: the module has no unwinding.
-        match self.words.get(..self.len)?.get(i..)? {
-            [next_fp, ret, ..] => Some([*next_fp, *ret]),
-            _ => None,
+        // One comparison for both ends: below `base` the difference wraps to a huge word.
+        let i = fp.wrapping_sub(self.base) / 8;
+        if i.wrapping_add(1) >= self.len as u64 {
+            return None;
         }
+        // `i + 1 < len <= WINDOW_WORDS` (invariant), so the masks change nothing: they only
+        // spare the bounds checks (no indexing that could panic: the module has no unwinding).
+        let i = i as usize;
+        Some([self.words[i % WINDOW_WORDS], self.words[(i + 1) % WINDOW_WORDS]])
     }
 }
 
@@ -137,13 +140,17 @@ pub fn walk(
     out[0] = regs.ip;
     let mut n = 1;
     let mut fp = regs.fp;
+    // Where a frame record may lie, `regs.sp..fp_limit` (computed once): on the stack, at or
+    // above the stack pointer, and inside user space. An address is in it when its distance
+    // from `regs.sp` (wrapping below it to a huge word) is below `span`.
+    let fp_limit = user_end.saturating_sub(16);
+    let span = fp_limit.saturating_sub(regs.sp);
     loop {
         if fp == 0 {
             return (n, Stop::End);
         }
-        // The frame record must be aligned, on the stack (at or above the stack pointer),
-        // and inside user space.
-        if fp & 7 != 0 || fp < regs.sp || fp >= user_end - 16 {
+        // The frame record must be aligned and in that range.
+        if fp & 7 != 0 || fp.wrapping_sub(regs.sp) >= span {
             return (n, Stop::Invalid);
         }
         if n == out.len() {
@@ -152,11 +159,9 @@ pub fn walk(
         let Some([next_fp, ret]) = mem.read_frame(fp) else {
             return (n, Stop::Fault);
         };
-        if ret == 0 {
-            return (n, Stop::End);
-        }
-        if ret >= user_end {
-            return (n, Stop::Invalid);
+        // One comparison for both: 0 wraps to the largest word.
+        if ret.wrapping_sub(1) >= user_end.wrapping_sub(1) {
+            return (n, if ret == 0 { Stop::End } else { Stop::Invalid });
         }
         out[n] = ret;
         n += 1;
