@@ -61,7 +61,7 @@ tests=()
 for t in "$@"; do tests+=("$(realpath "$t")"); done
 
 # The UD_* variables of the host (test sizes, verbosity) reach the guest's tests.
-guest_env=$(env | grep -E '^UD_[A-Z_]+=[A-Za-z0-9_.,/*-]*$' | grep -v '^UD_OUT=' | tr '\n' ' ')
+guest_env=$(env | grep -E '^UD_[A-Z_]+=[A-Za-z0-9_.,/*+-]*$' | grep -v '^UD_OUT=' | tr '\n' ' ')
 [ -n "$icount" ] && guest_env+=" UD_ICOUNT=1" # tests may report instructions, not time
 plugin=
 if [ -n "$qprof" ]; then
