@@ -38,6 +38,22 @@
 bool ud_cookie_on_entry;
 bool ud_kprobe_cookies;
 
+/*
+ * The per-CPU variables the probes read for every event, from the hook table once (its
+ * lookup is a call): NULL when missing. ud_cookie_on_entry implies trace_buffered_event,
+ * ud_kprobe_cookies current_kprobe; the export uses trace_buffered_event only if it is
+ * there. Set by ud_cookie_init() before any probe is armed.
+ */
+static struct ring_buffer_event * __percpu *ud_buffered_event_var;
+static struct kprobe * __percpu *ud_current_kprobe_var;
+
+void ud_cookie_init(void)
+{
+	ud_buffered_event_var = ud_hook_ok(UD_HOOK_trace_buffered_event) ?
+				ud_data(trace_buffered_event) : NULL;
+	ud_current_kprobe_var = ud_hook_ok(UD_HOOK_current_kprobe) ? ud_data(current_kprobe) : NULL;
+}
+
 /* --- The cookie after each event: kretprobe on trace_buffer_unlock_commit_regs --------- */
 
 struct ud_commit_args {
@@ -95,7 +111,7 @@ static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 	 * own test, one event gets its cookie before its synchronous stack: readers treat
 	 * those as parts of the event either way.)
 	 */
-	if (ud_cookie_on_entry && event != this_cpu_read(*ud_data(trace_buffered_event)) &&
+	if (ud_cookie_on_entry && event != this_cpu_read(*ud_buffered_event_var) &&
 	    !(READ_ONCE(tr->trace_flags) & (UD_TRACE_ITER(STACKTRACE) | UD_TRACE_ITER(USERSTACKTRACE)))) {
 		ud_call(ring_buffer_nest_start)(buffer);
 		ud_commit_cookie(inst, buffer, trace_ctx);
@@ -175,7 +191,7 @@ static enum ud_follows ud_follows_event(struct trace_buffer *buffer, unsigned lo
 					  end_readable, before, after);
 }
 
-static void ud_export_write(struct trace_export *export, const void *entry, unsigned int size)
+static noinline void ud_export_cookie(const void *entry, unsigned int size)
 {
 	unsigned long end = (unsigned long)entry + size;	/* 4-byte aligned */
 	struct ring_buffer_event *buffered, *event;
@@ -188,15 +204,13 @@ static void ud_export_write(struct trace_export *export, const void *entry, unsi
 	u64 cookie;
 	int i;
 
-	/* Outside kprobe handlers the commit probe writes the cookie. */
-	if (!this_cpu_read(*ud_data(current_kprobe)) || (current->flags & PF_KTHREAD))
-		return;
 	/*
 	 * An event built in this CPU's trace_buffered_event (filtered or soft-disabled event
 	 * file) is copied into the ring buffer by the commit, after us: no cookie can follow
-	 * it from here (documented).
+	 * it from here (documented). Without the variable, the placement test below refuses
+	 * it (the reservation does not follow the event's data, which is not in the buffer).
 	 */
-	buffered = this_cpu_read(*ud_data(trace_buffered_event));
+	buffered = ud_buffered_event_var ? this_cpu_read(*ud_buffered_event_var) : NULL;
 	if (buffered && entry == ring_buffer_event_data(buffered))
 		return;
 	/* A word inside the event's page (a page boundary may be the end of the memory). */
@@ -232,6 +246,15 @@ static void ud_export_write(struct trace_export *export, const void *entry, unsi
 		if (follows == UD_AFTER)
 			return;
 	}
+}
+
+/* Called for every event while registered: only those of kprobe handlers go further. */
+static void ud_export_write(struct trace_export *export, const void *entry, unsigned int size)
+{
+	/* Outside kprobe handlers the commit probe writes the cookie. */
+	if (likely(!this_cpu_read(*ud_current_kprobe_var)) || (current->flags & PF_KTHREAD))
+		return;
+	ud_export_cookie(entry, size);
 }
 
 static struct trace_export ud_export = {

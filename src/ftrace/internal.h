@@ -89,6 +89,7 @@ extern struct workqueue_struct *ud_wq;
 extern siphash_key_t ud_file_hash_secret;
 extern bool ud_cookie_on_entry;
 extern bool ud_kprobe_cookies;
+void ud_cookie_init(void);	/* after the two above are set */
 
 /*
  * The tracer's counters (debugfs stats, as ftrace_<name>; Documentation/unwind-deferred.rst

@@ -125,6 +125,7 @@ int ud_ftrace_init(void)
 	ud_kprobe_cookies = ud_hook_ok(UD_HOOK_ring_buffer_nest_start) &&
 			    ud_hook_ok(UD_HOOK_ring_buffer_nest_end) &&
 			    ud_hook_ok(UD_HOOK_current_kprobe);
+	ud_cookie_init();
 	ud_events_init();
 	ret = ud_stack_init();
 	if (ret)
