@@ -140,18 +140,17 @@ pub fn walk(
     out[0] = regs.ip;
     let mut n = 1;
     let mut fp = regs.fp;
-    // Where a frame record may lie, `regs.sp..fp_limit` (computed once): on the stack, at or
-    // above the stack pointer, and inside user space. An address is in it when its distance
-    // from `regs.sp` (wrapping below it to a huge word) is below `span`.
+    // Where a frame record may lie, `low..fp_limit` (computed once): on the stack, at or
+    // above the stack pointer, and inside user space; never at 0, the end of the chain. An
+    // address is in it when its distance from `low` (wrapping below it to a huge word) is
+    // below `span`.
+    let low = regs.sp.max(1);
     let fp_limit = user_end.saturating_sub(16);
-    let span = fp_limit.saturating_sub(regs.sp);
+    let span = fp_limit.saturating_sub(low);
     loop {
-        if fp == 0 {
-            return (n, Stop::End);
-        }
-        // The frame record must be aligned and in that range.
-        if fp & 7 != 0 || fp.wrapping_sub(regs.sp) >= span {
-            return (n, Stop::Invalid);
+        // The frame record must be aligned and in that range (0, out of it, ends the chain).
+        if fp & 7 != 0 || fp.wrapping_sub(low) >= span {
+            return (n, if fp == 0 { Stop::End } else { Stop::Invalid });
         }
         if n == out.len() {
             return (n, Stop::Full);

@@ -299,6 +299,11 @@ fn bounds_are_exact_at_their_edges() {
     assert_eq!(out[1], USER_END - 1);
     assert_eq!(walk_both(at_sp, &[(sp, 0), (sp + 8, USER_END)], USER_END).0, (1, Stop::Invalid));
     assert_eq!(walk_both(at_sp, &[(sp, sp + 16), (sp + 8, 0)], USER_END).0, (1, Stop::End));
+    // A zero frame pointer ends the chain without a read, whatever the stack pointer.
+    for sp in [0, 8, sp] {
+        let regs = UserRegs { ip, sp, fp: 0 };
+        assert_eq!(walk_both(regs, &[(0, 16), (8, ret)], USER_END).0, (1, Stop::End));
+    }
     // A user space smaller than a frame record has room for none (and does not overflow).
     let tiny = UserRegs { ip: 8, sp: 0, fp: 8 };
     assert_eq!(walk_both(tiny, &[(8, 0), (16, 9)], 16).0, (1, Stop::Invalid));
