@@ -75,7 +75,10 @@ impl<R: WordReader> Windowed<R> {
         // `i + 1 < len <= WINDOW_WORDS` (invariant), so the masks change nothing: they only
         // spare the bounds checks (no indexing that could panic: the module has no unwinding).
         let i = i as usize;
-        Some([self.words[i % WINDOW_WORDS], self.words[(i + 1) % WINDOW_WORDS]])
+        Some([
+            self.words[i % WINDOW_WORDS],
+            self.words[(i + 1) % WINDOW_WORDS],
+        ])
     }
 }
 

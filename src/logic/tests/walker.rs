@@ -279,32 +279,70 @@ fn bounds_are_exact_at_their_edges() {
     let ret = 0x40_2000;
     // A record at the stack pointer itself, then one a word below it.
     let at_sp = UserRegs { ip, sp, fp: sp };
-    assert_eq!(walk_both(at_sp, &[(sp, 0), (sp + 8, ret)], USER_END).0, (2, Stop::End));
-    let below = UserRegs { fp: sp - 8, ..at_sp };
-    assert_eq!(walk_both(below, &[(sp - 8, 0), (sp, ret)], USER_END).0, (1, Stop::Invalid));
+    assert_eq!(
+        walk_both(at_sp, &[(sp, 0), (sp + 8, ret)], USER_END).0,
+        (2, Stop::End)
+    );
+    let below = UserRegs {
+        fp: sp - 8,
+        ..at_sp
+    };
+    assert_eq!(
+        walk_both(below, &[(sp - 8, 0), (sp, ret)], USER_END).0,
+        (1, Stop::Invalid)
+    );
     // The last record that ends inside user space, at user_end - 24 (aligned), and the
     // first past it, at user_end - 16.
     let last = USER_END - 24;
     let regs = UserRegs { fp: last, ..at_sp };
-    assert_eq!(walk_both(regs, &[(last, 0), (last + 8, ret)], USER_END).0, (2, Stop::End));
+    assert_eq!(
+        walk_both(regs, &[(last, 0), (last + 8, ret)], USER_END).0,
+        (2, Stop::End)
+    );
     let past = USER_END - 16;
     let regs = UserRegs { fp: past, ..at_sp };
-    assert_eq!(walk_both(regs, &[(past, 0), (past + 8, ret)], USER_END).0, (1, Stop::Invalid));
+    assert_eq!(
+        walk_both(regs, &[(past, 0), (past + 8, ret)], USER_END).0,
+        (1, Stop::Invalid)
+    );
     // A stack pointer above every record that could be valid: nothing is.
-    let regs = UserRegs { ip, sp: USER_END - 8, fp: USER_END - 8 };
-    assert_eq!(walk_both(regs, &[(USER_END - 8, 0)], USER_END).0, (1, Stop::Invalid));
+    let regs = UserRegs {
+        ip,
+        sp: USER_END - 8,
+        fp: USER_END - 8,
+    };
+    assert_eq!(
+        walk_both(regs, &[(USER_END - 8, 0)], USER_END).0,
+        (1, Stop::Invalid)
+    );
     // Return addresses: user_end - 1 is kept, user_end is not, 0 ends the chain.
     let (got, out) = walk_both(at_sp, &[(sp, 0), (sp + 8, USER_END - 1)], USER_END);
     assert_eq!(got, (2, Stop::End));
     assert_eq!(out[1], USER_END - 1);
-    assert_eq!(walk_both(at_sp, &[(sp, 0), (sp + 8, USER_END)], USER_END).0, (1, Stop::Invalid));
-    assert_eq!(walk_both(at_sp, &[(sp, sp + 16), (sp + 8, 0)], USER_END).0, (1, Stop::End));
+    assert_eq!(
+        walk_both(at_sp, &[(sp, 0), (sp + 8, USER_END)], USER_END).0,
+        (1, Stop::Invalid)
+    );
+    assert_eq!(
+        walk_both(at_sp, &[(sp, sp + 16), (sp + 8, 0)], USER_END).0,
+        (1, Stop::End)
+    );
     // A zero frame pointer ends the chain without a read, whatever the stack pointer.
     for sp in [0, 8, sp] {
         let regs = UserRegs { ip, sp, fp: 0 };
-        assert_eq!(walk_both(regs, &[(0, 16), (8, ret)], USER_END).0, (1, Stop::End));
+        assert_eq!(
+            walk_both(regs, &[(0, 16), (8, ret)], USER_END).0,
+            (1, Stop::End)
+        );
     }
     // A user space smaller than a frame record has room for none (and does not overflow).
-    let tiny = UserRegs { ip: 8, sp: 0, fp: 8 };
-    assert_eq!(walk_both(tiny, &[(8, 0), (16, 9)], 16).0, (1, Stop::Invalid));
+    let tiny = UserRegs {
+        ip: 8,
+        sp: 0,
+        fp: 8,
+    };
+    assert_eq!(
+        walk_both(tiny, &[(8, 0), (16, 9)], 16).0,
+        (1, Stop::Invalid)
+    );
 }
