@@ -11,7 +11,6 @@
  * IP is the address right after the syscall instruction (the user IP at kernel entry),
  * then the return address of every frame, as each function saw it itself.
  */
-#include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
 #include "ud.h"
@@ -57,11 +56,11 @@ int main(int argc, char **argv)
 	}
 	depth = atoi(argv[1]);
 	cmds = unescape(argv[2]);
-	ctl_fd = open(argc > 3 ? argv[3] : CTL, O_WRONLY);
-	if (ctl_fd < 0 || depth < 1) {
-		perror("open ctl");
+	if (depth < 1) {
+		fprintf(stderr, "deep: DEPTH must be at least 1\n");
 		return 2;
 	}
+	ctl_fd = open_ctl(argc, argv, 3);
 	rets = calloc(depth, sizeof(*rets));
 	rec(depth - 1);
 	printf("pid %d\nret %ld\nexpect %lx %lx", getpid(), write_ret, syscall_ip, ret_bottom);

@@ -4,7 +4,6 @@
  * at most 32 alive at once); each writes CMDS to the client's ctl with a raw syscall and
  * exits at once. Prints "tasks N ok M" (M writes succeeded).
  */
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -39,11 +38,7 @@ int main(int argc, char **argv)
 	n = atol(argv[1]);
 	threads = !strcmp(argv[2], "thread");
 	cmds = unescape(argv[3]);
-	ctl_fd = open(argc > 4 ? argv[4] : CTL, O_WRONLY);
-	if (ctl_fd < 0) {
-		perror("open ctl");
-		return 2;
-	}
+	ctl_fd = open_ctl(argc, argv, 4);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 64 * 1024);
 	while (done < n) {

@@ -15,7 +15,6 @@
  * CFI unwinds the syscall's function through R1 (its CFA is %rbp + 16), finds no unwind
  * information for RET and falls back to the frame pointer R2 (auto) or stops (cfi).
  */
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -58,11 +57,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cmds = unescape(argv[2]);
-	fd = open(argc > 3 ? argv[3] : CTL, O_WRONLY);
-	if (fd < 0) {
-		perror("open ctl");
-		return 2;
-	}
+	fd = open_ctl(argc, argv, 3);
 	/* A whole page inside `area`, with a readable page below it (also in `area`). */
 	none = ((uintptr_t)area + 2 * page) & ~(uintptr_t)(page - 1);
 	memset(area, 0, sizeof(area));

@@ -3,11 +3,25 @@
 #ifndef UD_H
 #define UD_H
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 
 #define CTL "/sys/kernel/debug/unwind_test/ctl"
+
+/* The client's ctl, argv[at] if given (else CTL), open for writing; exits 2 if it cannot. */
+static inline int open_ctl(int argc, char **argv, int at)
+{
+	int fd = open(argc > at ? argv[at] : CTL, O_WRONLY);
+
+	if (fd < 0) {
+		perror("open ctl");
+		exit(2);
+	}
+	return fd;
+}
 
 static inline long raw_syscall3(long nr, long a, long b, long c)
 {
