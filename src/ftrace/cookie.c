@@ -49,9 +49,8 @@ static struct kprobe * __percpu *ud_current_kprobe_var;
 
 void ud_cookie_init(void)
 {
-	ud_buffered_event_var = ud_hook_ok(UD_HOOK_trace_buffered_event) ?
-				ud_data(trace_buffered_event) : NULL;
-	ud_current_kprobe_var = ud_hook_ok(UD_HOOK_current_kprobe) ? ud_data(current_kprobe) : NULL;
+	ud_buffered_event_var = ud_data(trace_buffered_event);
+	ud_current_kprobe_var = ud_data(current_kprobe);
 }
 
 /* --- The cookie after each event: kretprobe on trace_buffer_unlock_commit_regs --------- */
