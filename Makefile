@@ -50,6 +50,7 @@ progs:
 	$(MAKE) -C $(REPO)/tools/ustack/demo
 
 check-host:
+	cargo fmt --all -- --check
 	cargo test --workspace --quiet
 	$(REPO)/scripts/mutants.sh --apply-check
 

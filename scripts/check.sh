@@ -108,6 +108,12 @@ finish() {
 phase setup "$REPO/scripts/setup.sh" || { failed=$((failed + 1)); finish 1; }
 
 status=0
+# The Rust sources as rustfmt writes them (one test: it prints the files it would change).
+format_check() {
+	if cargo fmt --all -- --check; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; return 1; fi
+}
+phase format format_check || status=1
+count format
 phase host-tests cargo test --workspace --locked || status=1
 count host-tests
 # The mutants of `make mutants` must still apply to the tree: a check that costs no VM.

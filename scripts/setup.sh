@@ -25,6 +25,11 @@ if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
 	log "rustup component add rust-src"
 	rustup component add rust-src
 fi
+# make check's format phase (cargo fmt --check).
+if ! rustup component list --installed 2>/dev/null | grep -q '^rustfmt'; then
+	log "rustup component add rustfmt"
+	rustup component add rustfmt
+fi
 
 # Linux 6.12 needs bindgen >= 0.65.1; 0.69.5 is what was checked here.
 if ! bindgen --version 2>/dev/null | grep -q '0\.69\.5'; then
