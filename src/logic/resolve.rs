@@ -2,9 +2,16 @@
 //! Turns a walked stack (user addresses) into what `user_unwind_stack` records: per frame,
 //! a file offset and a file hash (see Documentation/trace-events.rst).
 //!
+//! In two steps, so that the event is written straight from the stack:
+//!
+//! * [`resolve_runs`], under the mmap lock: the stack as [`Run`]s, consecutive frames that
+//!   are recorded alike (their address plus one bias, one hash): a deep stack is a few runs
+//!   (a program's own call chain, then the C library's start-up code).
+//! * [`fill`], into the reserved event (preemption off, no lock): each frame's offset and
+//!   hash from its run.
+//!
 //! The address space is behind [`AddressSpace`]: the module looks mappings up under the
-//! mmap lock, tests use a table. Consecutive frames usually lie in one mapping (a program's
-//! own call chain, then the C library's), and a stack alternates between a few (an
+//! mmap lock, tests use a table. A stack alternates between a few mappings (an
 //! interpreter's stack goes from the C library to the interpreter and back to the C
 //! library's start-up code and the interpreter's `_start`): a mapping is looked up only when
 //! a frame falls outside the last [`RECENT`] mappings looked up in this stack, and a file is
@@ -40,120 +47,238 @@ pub trait AddressSpace {
     fn file_run(&mut self, file: usize) -> u32;
 }
 
-/// The last [`RECENT`] mappings looked up, with the hash of each one's file.
+/// Consecutive frames of a stack that are recorded alike: each as its address plus `bias`
+/// (wrapping), with `hash`. (The layout is the C shim's `struct ud_run`.)
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Run {
+    /// Added to each frame's address: the file offset of address 0 in the frame's mapping,
+    /// or 0 (anonymous memory, no mapping: the address is recorded).
+    pub bias: u64,
+    /// Frames in the run (at least 1).
+    pub len: u32,
+    /// The file's hash, [`HASH_ANON`] or [`HASH_NO_MAPPING`].
+    pub hash: u32,
+}
+
+/// Where [`resolve_runs`] puts the runs it finds, in stack order.
+pub trait RunStore {
+    /// Appends `run`; false if there is no room (the resolution stops before its frames).
+    fn push(&mut self, run: Run) -> bool;
+}
+
+/// The runs found so far: the last one is held back while the next frames may still join it
+/// (two mappings of one file side by side, such as a program's header page and its text,
+/// make one run).
+struct Runs<'a, S: RunStore> {
+    store: &'a mut S,
+    pending: Option<Run>,
+    /// Frames of the runs in `store`.
+    stored: usize,
+}
+
+impl<S: RunStore> Runs<'_, S> {
+    /// Appends `len` frames recorded with `bias` and `hash`; false if out of room.
+    #[inline]
+    fn add(&mut self, bias: u64, len: usize, hash: u32) -> bool {
+        let Ok(len) = u32::try_from(len) else {
+            return false;
+        };
+        if let Some(last) = &mut self.pending {
+            if last.bias == bias && last.hash == hash {
+                if let Some(sum) = last.len.checked_add(len) {
+                    last.len = sum;
+                    return true;
+                }
+            }
+        }
+        self.flush() && {
+            self.pending = Some(Run { bias, len, hash });
+            true
+        }
+    }
+
+    /// Stores the held-back run; false if out of room.
+    #[inline(always)]
+    fn flush(&mut self) -> bool {
+        let Some(run) = self.pending.take() else {
+            return true;
+        };
+        if !self.store.push(run) {
+            return false;
+        }
+        self.stored += run.len as usize;
+        true
+    }
+}
+
+/// The last [`RECENT`] mappings looked up: each one's range, the bias of its frames and its
+/// file with the file's hash. (Arrays by field, all zero at first, an empty range: built in
+/// place, where an array of entries was built and then copied.)
 struct Recent {
-    kept: [(Mapping, u32); RECENT],
-    /// Entries in use.
-    len: usize,
-    /// The entry the next mapping replaces once all are in use (in turn: no entry moves,
-    /// which for 40-byte entries would cost a `memmove` at every change of file).
+    start: [u64; RECENT],
+    end: [u64; RECENT],
+    bias: [u64; RECENT],
+    file: [usize; RECENT],
+    hash: [u32; RECENT],
+    /// The entry the next mapping replaces (in turn: no entry moves).
     next: usize,
 }
 
 impl Recent {
-    /// The kept mapping that holds `addr`.
-    fn find(&self, addr: u64) -> Option<(Mapping, u32)> {
-        let kept = self.kept.get(..self.len)?;
-        kept.iter()
-            .find(|(m, _)| m.start <= addr && addr < m.end)
-            .copied()
+    /// The kept mapping that holds `addr`: its range, bias and hash.
+    #[inline]
+    fn find(&self, addr: u64) -> Option<(u64, u64, u64, u32)> {
+        let i = (0..RECENT).find(|&i| self.start[i] <= addr && addr < self.end[i])?;
+        Some((self.start[i], self.end[i], self.bias[i], self.hash[i]))
     }
 
-    /// The hash of `file` if a kept mapping is in it.
+    /// The hash of `file` (non-zero) if a kept mapping is in it.
     fn hash_of(&self, file: usize) -> Option<u32> {
-        let kept = self.kept.get(..self.len)?;
-        kept.iter().find(|(m, _)| m.file == file).map(|&(_, h)| h)
+        let i = (0..RECENT).find(|&i| self.file[i] == file)?;
+        Some(self.hash[i])
     }
 
-    /// Keeps `m`, in place of the oldest when all entries are in use.
-    fn keep(&mut self, m: Mapping, hash: u32) {
-        let at = if self.len < RECENT {
-            self.len += 1;
-            self.len - 1
-        } else {
-            let at = self.next;
-            self.next = (at + 1) % RECENT;
-            at
-        };
-        if let Some(slot) = self.kept.get_mut(at) {
-            *slot = (m, hash);
-        }
+    /// Keeps a mapping, in place of the oldest.
+    fn keep(&mut self, start: u64, end: u64, bias: u64, file: usize, hash: u32) {
+        let i = self.next % RECENT;
+        self.next = (i + 1) % RECENT;
+        (self.start[i], self.end[i], self.bias[i]) = (start, end, bias);
+        (self.file[i], self.hash[i]) = (file, hash);
     }
 }
 
-/// Resolves `frames` into `offsets` and `hashes` (the three slices have the same length;
-/// extra elements of the longer ones are left alone):
+/// How many frames from the first lie in `[start, end)`. (Most of the work on a deep stack:
+/// one comparison a frame, the range's start wrapping below to a huge word, four frames a
+/// turn.)
+fn frames_in(frames: &[u64], start: u64, end: u64) -> usize {
+    let span = end.wrapping_sub(start);
+    let out = |a: u64| a.wrapping_sub(start) >= span;
+    let mut chunks = frames.chunks_exact(4);
+    let mut n = 0;
+    for chunk in &mut chunks {
+        let &[a, b, c, d] = chunk else { break };
+        if out(a) || out(b) || out(c) || out(d) {
+            break;
+        }
+        n += 4;
+    }
+    let rest = frames.get(n..).unwrap_or_default();
+    n + rest.iter().position(|&a| out(a)).unwrap_or(rest.len())
+}
+
+/// Resolves `frames` into runs in `store` (see [`Run`]): returns how many frames the stored
+/// runs cover, all of them unless `store` ran out of room (never if it has room for one run
+/// per frame).
 ///
 /// * a frame in a file mapping: its file offset and the file's hash;
 /// * in anonymous memory: the address and [`HASH_ANON`];
 /// * in no mapping: the address and [`HASH_NO_MAPPING`].
-pub fn resolve(
+pub fn resolve_runs(
     space: &mut impl AddressSpace,
     page_shift: u32,
     frames: &[u64],
-    offsets: &mut [u64],
-    hashes: &mut [u32],
-) {
-    let n = frames.len().min(offsets.len()).min(hashes.len());
-    let (frames, offsets, hashes) = (&frames[..n], &mut offsets[..n], &mut hashes[..n]);
-    const NONE: Mapping = Mapping {
-        start: 0,
-        end: 0,
-        pgoff: 0,
-        file: 0,
-    };
+    store: &mut impl RunStore,
+) -> usize {
     let mut recent = Recent {
-        kept: [(NONE, 0); RECENT],
-        len: 0,
+        start: [0; RECENT],
+        end: [0; RECENT],
+        bias: [0; RECENT],
+        file: [0; RECENT],
+        hash: [0; RECENT],
         next: 0,
+    };
+    let mut runs = Runs {
+        store,
+        pending: None,
+        stored: 0,
     };
     let mut i = 0;
     while let Some(&addr) = frames.get(i) {
-        let (m, hash) = match recent.find(addr) {
+        let (start, end, bias, hash) = match recent.find(addr) {
             Some(kept) => kept,
             None => {
                 let Some(m) = space
                     .lookup(addr)
                     .filter(|m| m.start <= addr && addr < m.end)
                 else {
-                    offsets[i] = addr;
-                    hashes[i] = HASH_NO_MAPPING;
+                    if !runs.add(0, 1, HASH_NO_MAPPING) {
+                        return runs.stored;
+                    }
                     i += 1;
                     continue;
                 };
                 // (Two mappings of one file, such as its header page and its text, share
                 // the file's hash and its use.)
-                let hash = match m.file {
-                    0 => HASH_ANON,
-                    file => recent.hash_of(file).unwrap_or_else(|| space.file_run(file)),
+                let (bias, hash) = match m.file {
+                    0 => (0, HASH_ANON),
+                    file => (
+                        file_offset(0, m.start, m.pgoff, page_shift),
+                        recent.hash_of(file).unwrap_or_else(|| space.file_run(file)),
+                    ),
                 };
-                recent.keep(m, hash);
-                (m, hash)
+                recent.keep(m.start, m.end, bias, m.file, hash);
+                (m.start, m.end, bias, hash)
             }
         };
-        let bias = if m.file == 0 {
-            0
-        } else {
-            file_offset(0, m.start, m.pgoff, page_shift)
-        };
-        // Every frame from `i` on that lies in `m` is resolved here, without another lookup
-        // (this loop is most of the work on a deep stack: keep it tight: one comparison for
-        // the range, and the count kept apart from the loop's own).
-        let span = m.end.wrapping_sub(m.start);
-        let mut taken = 0usize;
-        for ((&addr, offset), h) in frames[i..]
-            .iter()
-            .zip(&mut offsets[i..])
-            .zip(&mut hashes[i..])
-        {
-            if addr.wrapping_sub(m.start) >= span {
-                break;
-            }
-            *offset = addr.wrapping_add(bias);
-            *h = hash;
-            // At most `n`: no overflow.
-            taken = taken.wrapping_add(1);
+        // The frames from `i` on in that mapping (this loop is most of the work on a deep
+        // stack: one comparison a frame, the range's start wrapping below to a huge word).
+        let taken = frames_in(frames.get(i..).unwrap_or_default(), start, end);
+        if !runs.add(bias, taken, hash) {
+            return runs.stored;
         }
         i += taken;
     }
+    runs.flush();
+    runs.stored
+}
+
+/// Writes the record of the first `n` frames (`n` the shortest of `frames`, `offsets` and
+/// `hashes`, and at most what `runs` cover) from their runs: frame `i`'s address plus its
+/// run's bias into `offsets[i]`, the run's hash into `hashes[i]`, in native byte order (the
+/// arrays are a ring-buffer event's, 4-byte aligned). Returns `n`.
+pub fn fill(
+    frames: &[u64],
+    runs: impl IntoIterator<Item = Run>,
+    offsets: &mut [[u8; 8]],
+    hashes: &mut [[u8; 4]],
+) -> usize {
+    let n = frames.len().min(offsets.len()).min(hashes.len());
+    let (mut frames, mut offsets, mut hashes) = (&frames[..n], &mut offsets[..n], &mut hashes[..n]);
+    let mut done = 0;
+    for run in runs {
+        let len = (run.len as usize).min(frames.len());
+        if len == 0 {
+            break;
+        }
+        let (these, rest) = frames.split_at(len);
+        let (out, rest_out) = core::mem::take(&mut offsets).split_at_mut(len);
+        let (out_h, rest_h) = core::mem::take(&mut hashes).split_at_mut(len);
+        // Four frames a turn, offsets and hashes in one loop.
+        let (bias, hash) = (run.bias, run.hash.to_ne_bytes());
+        let mut f4 = these.chunks_exact(4);
+        let mut o4 = out.chunks_exact_mut(4);
+        let mut h4 = out_h.chunks_exact_mut(4);
+        for ((f, o), h) in (&mut f4).zip(&mut o4).zip(&mut h4) {
+            if let (&[f0, f1, f2, f3], [o0, o1, o2, o3], [h0, h1, h2, h3]) = (f, o, h) {
+                *o0 = f0.wrapping_add(bias).to_ne_bytes();
+                *o1 = f1.wrapping_add(bias).to_ne_bytes();
+                *o2 = f2.wrapping_add(bias).to_ne_bytes();
+                *o3 = f3.wrapping_add(bias).to_ne_bytes();
+                (*h0, *h1, *h2, *h3) = (hash, hash, hash, hash);
+            }
+        }
+        let tail = f4
+            .remainder()
+            .iter()
+            .zip(o4.into_remainder())
+            .zip(h4.into_remainder());
+        for ((&f, o), h) in tail {
+            *o = f.wrapping_add(bias).to_ne_bytes();
+            *h = hash;
+        }
+        (frames, offsets, hashes) = (rest, rest_out, rest_h);
+        done += len;
+    }
+    done
 }

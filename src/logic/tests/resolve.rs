@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #![cfg(not(loom))]
 use unwind_logic::file_id::{HASH_ANON, HASH_NO_MAPPING};
-use unwind_logic::resolve::{resolve, AddressSpace, Mapping};
+use unwind_logic::resolve::{fill, resolve_runs, AddressSpace, Mapping, Run, RunStore};
 
 const SHIFT: u32 = 12;
 const BIN: usize = 0xb1;
@@ -49,11 +49,48 @@ impl AddressSpace for Space {
     }
 }
 
+/// Runs in a vector, with room for at most `cap`.
+struct Runs {
+    v: Vec<Run>,
+    cap: usize,
+}
+
+impl RunStore for Runs {
+    fn push(&mut self, run: Run) -> bool {
+        if self.v.len() == self.cap {
+            return false;
+        }
+        self.v.push(run);
+        true
+    }
+}
+
+/// The record of `frames` (as `(offset, hash)` per frame), as the module writes it: runs,
+/// then the event's arrays filled from them (the arrays are bytes, unaligned in the event).
+fn resolve(space: &mut impl AddressSpace, frames: &[u64]) -> Vec<(u64, u32)> {
+    let mut runs = Runs {
+        v: Vec::new(),
+        cap: frames.len(),
+    };
+    assert_eq!(resolve_runs(space, SHIFT, frames, &mut runs), frames.len());
+    assert!(runs.v.iter().all(|r| r.len > 0), "no empty run");
+    let covered: usize = runs.v.iter().map(|r| r.len as usize).sum();
+    assert_eq!(covered, frames.len(), "the runs cover the stack");
+    let mut offsets = vec![[0xaa; 8]; frames.len()];
+    let mut hashes = vec![[0xaa; 4]; frames.len()];
+    assert_eq!(
+        fill(frames, runs.v.iter().copied(), &mut offsets, &mut hashes),
+        frames.len()
+    );
+    offsets
+        .into_iter()
+        .map(u64::from_ne_bytes)
+        .zip(hashes.into_iter().map(u32::from_ne_bytes))
+        .collect()
+}
+
 fn run(space: &mut Space, frames: &[u64]) -> Vec<(u64, u32)> {
-    let mut offsets = vec![0; frames.len()];
-    let mut hashes = vec![0; frames.len()];
-    resolve(space, SHIFT, frames, &mut offsets, &mut hashes);
-    offsets.into_iter().zip(hashes).collect()
+    resolve(space, frames)
 }
 
 #[test]
@@ -121,15 +158,8 @@ fn a_lookup_that_answers_a_mapping_not_containing_the_address_is_not_trusted() {
             7
         }
     }
-    let (mut offsets, mut hashes) = ([0u64; 2], [0u32; 2]);
-    resolve(
-        &mut Liar,
-        SHIFT,
-        &[0x5000, 0x1800],
-        &mut offsets,
-        &mut hashes,
-    );
-    assert_eq!((offsets, hashes), ([0x5000, 0x800], [HASH_NO_MAPPING, 7]));
+    let got = resolve(&mut Liar, &[0x5000, 0x1800]);
+    assert_eq!(got, [(0x5000, HASH_NO_MAPPING), (0x800, 7)]);
 }
 
 /// The rule, frame by frame: each frame resolved in the mapping that holds it; a file hashed
@@ -254,5 +284,101 @@ fn more_files_than_the_resolver_keeps_still_resolve_exactly() {
             space.runs.len(),
             "one lookup per file met anew"
         );
+    }
+}
+
+#[test]
+fn a_deep_stack_is_a_few_runs_and_neighbouring_mappings_of_a_file_make_one() {
+    // 70 frames in the program's text, 3 in libc: two runs.
+    let mut frames: Vec<u64> = (0..70).map(|i| 0x40_2000 + i * 0x10).collect();
+    frames.extend([0x7f00_1000, 0x7f00_2000, 0x7f00_0010]);
+    let mut runs = Runs {
+        v: Vec::new(),
+        cap: 8,
+    };
+    assert_eq!(
+        resolve_runs(&mut Space::new(), SHIFT, &frames, &mut runs),
+        73
+    );
+    assert_eq!(
+        runs.v,
+        [
+            Run {
+                bias: 0u64.wrapping_sub(0x40_0000),
+                len: 70,
+                hash: BIN as u32 * 0x100
+            },
+            Run {
+                bias: 0x28000u64.wrapping_sub(0x7f00_0000),
+                len: 3,
+                hash: LIBC as u32 * 0x100
+            },
+        ]
+    );
+    // The program's header page and its text follow each other in the file: one run.
+    let mut runs = Runs {
+        v: Vec::new(),
+        cap: 8,
+    };
+    resolve_runs(
+        &mut Space::new(),
+        SHIFT,
+        &[0x40_0100, 0x40_1100, 0x1234, 0x1238, 0x7f10_0000],
+        &mut runs,
+    );
+    let shape: Vec<(u32, u32)> = runs.v.iter().map(|r| (r.len, r.hash)).collect();
+    assert_eq!(
+        shape,
+        [
+            (2, BIN as u32 * 0x100),
+            (2, HASH_NO_MAPPING),
+            (1, HASH_ANON)
+        ]
+    );
+}
+
+#[test]
+fn out_of_room_the_runs_cover_a_prefix_resolved_exactly_and_fill_writes_only_it() {
+    let mut next = xorshift(0x1234_5678_9abc_def1);
+    let places = [
+        (0x40_1000, 0x8000),
+        (0x7f00_0000, 0x1_0000),
+        (0x7f10_0000, 0x1_0000),
+        (0x50_0000, 0x1000),
+    ];
+    for _ in 0..2000 {
+        let len = (next() % 40) as usize;
+        let frames = random_stack(&mut next, &places, len);
+        let (want, _) = reference(&Space::new(), &frames);
+        let cap = (next() % 6) as usize;
+        let mut runs = Runs { v: Vec::new(), cap };
+        let covered = resolve_runs(&mut Space::new(), SHIFT, &frames, &mut runs);
+        assert!(runs.v.len() <= cap);
+        assert_eq!(
+            covered,
+            runs.v.iter().map(|r| r.len as usize).sum::<usize>(),
+            "frames {frames:x?}"
+        );
+        assert!(covered == frames.len() || runs.v.len() == cap);
+        // Room for one more frame than covered: fill stops where the runs end and leaves
+        // the rest alone.
+        let room = (covered + 1).min(frames.len());
+        let mut offsets = vec![[0xaa; 8]; room];
+        let mut hashes = vec![[0xaa; 4]; room];
+        assert_eq!(
+            fill(&frames, runs.v.clone(), &mut offsets, &mut hashes),
+            covered.min(room)
+        );
+        for i in 0..room {
+            let got = (
+                u64::from_ne_bytes(offsets[i]),
+                u32::from_ne_bytes(hashes[i]),
+            );
+            if i < covered {
+                assert_eq!(got, want[i], "frame {i} of {frames:x?}");
+            } else {
+                assert_eq!(got, (0xaaaa_aaaa_aaaa_aaaa, 0xaaaa_aaaa), "frame {i}");
+            }
+        }
     }
 }
