@@ -161,12 +161,21 @@ int ud_rs_cookie_follows_event(ud_u64 subbuf_size, ud_u64 subbuf_header, ud_u64 
 			       ud_u64 reserved, bool end_readable, unsigned int before,
 			       unsigned int after);
 /*
- * Resolves @nr user addresses @frames into file offsets and hashes (the arrays of a
- * user_unwind_stack event), calling back ud_stack_lookup() when a frame leaves the previous
- * frame's mapping and ud_stack_file_run() when a run of frames in a file starts.
+ * Resolves @nr user addresses @frames into @runs (for the arrays of a user_unwind_stack
+ * event), calling back ud_stack_lookup() when a frame leaves the mappings met last and
+ * ud_stack_file_run() when a run of frames in a file starts. @runs needs no initialisation;
+ * free it with ud_rs_runs_free(). runs->covered < @nr only when out of memory.
  */
-void ud_rs_resolve_stack(void *ctx, const ud_u64 *frames, ud_u64 *offsets,
-			 unsigned int *hashes, unsigned int nr);
+void ud_rs_resolve_stack(void *ctx, const ud_u64 *frames, unsigned int nr,
+			 struct ud_runs *runs);
+/* Frees what ud_rs_resolve_stack() allocated for @runs (if anything). */
+void ud_rs_runs_free(struct ud_runs *runs);
+/*
+ * A user_unwind_stack event's arrays for the first @nr frames (at most runs->covered):
+ * @offsets (@nr u64) and @hashes (@nr u32), native byte order, 4-byte aligned at least.
+ */
+void ud_rs_fill_stack(const ud_u64 *frames, const struct ud_runs *runs, void *offsets,
+		      void *hashes, unsigned int nr);
 /* An instance's record of the files announced (opaque: a Rust FileCache). */
 struct ud_file_cache;
 struct ud_file_cache *ud_rs_file_cache_new(void);

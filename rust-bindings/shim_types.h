@@ -65,6 +65,33 @@ struct ud_mapping {
 	void *file;	/* struct file *, or NULL for anonymous memory */
 };
 
+/*
+ * Consecutive frames of a stack recorded alike: each as its address + @bias, with @hash
+ * (src/logic/resolve.rs: Run, the same layout).
+ */
+struct ud_run {
+	ud_u64 bias;
+	unsigned int len;
+	unsigned int hash;
+};
+
+/* Runs kept in struct ud_runs itself: most stacks are a few. */
+#define UD_SMALL_RUNS 16
+
+/*
+ * The runs of one stack (ud_rs_resolve_stack()): the first @nr_small in @small, the next
+ * @nr_heap in @heap, an array of @heap_cap runs that ud_rs_runs_free() frees. Only the
+ * counts need be set beforehand (to 0) when ud_rs_resolve_stack() is not called.
+ */
+struct ud_runs {
+	struct ud_run *heap;
+	unsigned int nr_small;
+	unsigned int nr_heap;
+	unsigned int heap_cap;	/* 0: no @heap */
+	unsigned int covered;	/* the frames all runs cover */
+	struct ud_run small[UD_SMALL_RUNS];
+};
+
 
 /* A file's contents as the tracer's build-id cache knows them (src/logic/build_id_cache.rs). */
 struct ud_file_key {

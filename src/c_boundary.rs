@@ -10,6 +10,7 @@
 //! differs between the two does not build.
 
 use core::ffi::c_void;
+use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
 use kernel::prelude::*;
@@ -235,33 +236,124 @@ pub(crate) extern "C" fn ud_rs_cookie_follows_event(
     placement.follows() as i32
 }
 
-/// Resolves a stack for a `user_unwind_stack` event (see [`crate::logic::resolve`]).
+/// Resolves a stack for a `user_unwind_stack` event into `runs` (see
+/// [`crate::logic::resolve`]); [`ud_rs_runs_free`] frees what it may allocate.
 ///
 /// # Safety
 ///
-/// `frames` is valid for reading and `offsets`, `hashes` for writing `nr` elements (three
-/// distinct arrays); `ctx` is what `ud_stack_lookup()` and `ud_stack_file_run()` expect,
-/// valid during the call.
+/// `frames` is valid for reading `nr` elements and `runs` for writing (its contents may be
+/// uninitialised); `ctx` is what `ud_stack_lookup()` and `ud_stack_file_run()` expect, valid
+/// during the call.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn ud_rs_resolve_stack(
     ctx: *mut c_void,
     frames: *const u64,
-    offsets: *mut u64,
-    hashes: *mut u32,
     nr: u32,
+    runs: *mut ffi::ud_runs,
 ) {
-    let Some(ctx) = NonNull::new(ctx) else { return };
-    let nr = nr as usize;
-    // SAFETY: guaranteed by our caller.
-    let (frames, offsets, hashes) = unsafe {
+    // SAFETY: guaranteed by our caller. No reference to `*runs` is formed: the C caller
+    // leaves it uninitialised (zeroing 280 bytes per stack for nothing), so `small` is seen
+    // as what it is.
+    let (frames, small) = unsafe {
         (
-            core::slice::from_raw_parts(frames, nr),
-            core::slice::from_raw_parts_mut(offsets, nr),
-            core::slice::from_raw_parts_mut(hashes, nr),
+            core::slice::from_raw_parts(frames, nr as usize),
+            core::slice::from_raw_parts_mut(
+                core::ptr::addr_of_mut!((*runs).small).cast::<MaybeUninit<ffi::ud_run>>(),
+                ffi::UD_SMALL_RUNS as usize,
+            ),
         )
     };
-    // SAFETY: guaranteed by our caller; the context lives during this call only.
-    ftrace::resolve_stack(unsafe { StackContext::new(ctx) }, frames, offsets, hashes);
+    let resolved = match NonNull::new(ctx) {
+        // SAFETY: guaranteed by our caller; the context lives during this call only.
+        Some(ctx) => ftrace::resolve_stack(unsafe { StackContext::new(ctx) }, frames, small),
+        None => ftrace::StackRuns { nr_small: 0, heap: None, covered: 0 },
+    };
+    let (heap, nr_heap, heap_cap) = match resolved.heap {
+        // INVARIANT: a KVec's parts, taken back by ud_rs_runs_free() (lengths and capacities
+        // are at most one per frame, so they fit in u32 as `nr` does).
+        Some(heap) => heap.into_raw_parts(),
+        None => (core::ptr::null_mut(), 0, 0),
+    };
+    // SAFETY: `runs` is valid for writing (our caller); the counts fit in u32 (see above).
+    unsafe {
+        (*runs).heap = heap;
+        (*runs).nr_small = resolved.nr_small as u32;
+        (*runs).nr_heap = nr_heap as u32;
+        (*runs).heap_cap = heap_cap as u32;
+        (*runs).covered = resolved.covered as u32;
+    }
+}
+
+/// The runs `runs` holds: those in `small`, then those on the heap.
+///
+/// # Safety
+///
+/// `runs` is as [`ud_rs_resolve_stack`] left it (or has its counts 0), not freed yet, and
+/// stays unchanged for `'a`.
+unsafe fn runs_of<'a>(runs: *const ffi::ud_runs) -> (&'a [ffi::ud_run], &'a [ffi::ud_run]) {
+    // SAFETY: the counts are always written (our caller); the rest may not be, so no
+    // reference to the whole struct is formed.
+    let (nr_small, nr_heap) = unsafe { ((*runs).nr_small as usize, (*runs).nr_heap as usize) };
+    // SAFETY: ud_rs_resolve_stack() wrote the first `nr_small` (at most UD_SMALL_RUNS) runs
+    // of `small`.
+    let small = unsafe {
+        core::slice::from_raw_parts(core::ptr::addr_of!((*runs).small).cast::<ffi::ud_run>(), nr_small)
+    };
+    if nr_heap == 0 {
+        return (small, &[]);
+    }
+    // SAFETY: `heap` holds `nr_heap` runs of a KVec's array (ud_rs_resolve_stack()), alive
+    // until ud_rs_runs_free() (guaranteed by our caller).
+    (small, unsafe { core::slice::from_raw_parts((*runs).heap, nr_heap) })
+}
+
+/// Frees the heap array of `runs`, if any (it may be called again).
+///
+/// # Safety
+///
+/// `runs` is as [`ud_rs_resolve_stack`] left it (or has its counts 0).
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_runs_free(runs: *mut ffi::ud_runs) {
+    // SAFETY: guaranteed by our caller (the counts are always written).
+    let cap = unsafe { (*runs).heap_cap } as usize;
+    if cap != 0 {
+        // SAFETY: the parts of a KVec (ud_rs_resolve_stack()), taken back once: `heap_cap` is
+        // cleared with it.
+        unsafe {
+            drop(KVec::from_raw_parts((*runs).heap, (*runs).nr_heap as usize, cap));
+            (*runs).heap = core::ptr::null_mut();
+            (*runs).nr_heap = 0;
+            (*runs).heap_cap = 0;
+        }
+    }
+}
+
+/// Writes the arrays of a `user_unwind_stack` event for the first `nr` frames from `runs`.
+///
+/// # Safety
+///
+/// `frames` is valid for reading `nr` elements, `offsets` for writing `nr * 8` bytes and
+/// `hashes` `nr * 4` (neither overlapping the other or `frames`; any alignment); `runs` is
+/// as [`ud_rs_resolve_stack`] left it, not freed yet.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_fill_stack(
+    frames: *const u64,
+    runs: *const ffi::ud_runs,
+    offsets: *mut c_void,
+    hashes: *mut c_void,
+    nr: u32,
+) {
+    let nr = nr as usize;
+    // SAFETY: guaranteed by our caller (byte arrays: no alignment needed).
+    let (frames, offsets, hashes, runs) = unsafe {
+        (
+            core::slice::from_raw_parts(frames, nr),
+            core::slice::from_raw_parts_mut(offsets.cast::<[u8; 8]>(), nr),
+            core::slice::from_raw_parts_mut(hashes.cast::<[u8; 4]>(), nr),
+            runs_of(runs),
+        )
+    };
+    ftrace::fill_stack(frames, runs.0, runs.1, offsets, hashes);
 }
 
 /// `value` in a box that C holds as the opaque struct `C` (null when out of memory).
@@ -403,7 +495,9 @@ fn rust_functions_match_their_c_declarations() {
         ffi::ud_rs_cookie_follows_event,
         ud_rs_cookie_follows_event,
     );
-    same::<unsafe extern "C" fn(_, _, _, _, _)>(ffi::ud_rs_resolve_stack, ud_rs_resolve_stack);
+    same::<unsafe extern "C" fn(_, _, _, _)>(ffi::ud_rs_resolve_stack, ud_rs_resolve_stack);
+    same::<unsafe extern "C" fn(_)>(ffi::ud_rs_runs_free, ud_rs_runs_free);
+    same::<unsafe extern "C" fn(_, _, _, _, _)>(ffi::ud_rs_fill_stack, ud_rs_fill_stack);
     same::<unsafe extern "C" fn() -> _>(ffi::ud_rs_file_cache_new, ud_rs_file_cache_new);
     same::<unsafe extern "C" fn(_)>(ffi::ud_rs_file_cache_free, ud_rs_file_cache_free);
     same::<unsafe extern "C" fn(_, _, _) -> _>(ffi::ud_rs_file_cache_use, ud_rs_file_cache_use);

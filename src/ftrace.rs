@@ -6,7 +6,12 @@
 
 #![deny(unsafe_code)]
 
-use crate::logic::resolve::{resolve, AddressSpace, Mapping};
+use core::mem::MaybeUninit;
+
+use kernel::prelude::*;
+
+use crate::ffi;
+use crate::logic::resolve::{fill, resolve_runs, AddressSpace, Mapping, Run, RunStore};
 use crate::sys::StackContext;
 
 /// The address space of a stack being resolved: src/ftrace/stack.c's callbacks with their
@@ -24,7 +29,92 @@ impl AddressSpace for StackSpace<'_> {
     }
 }
 
-/// Resolves a stack for a `user_unwind_stack` event (see [`resolve`]).
-pub(crate) fn resolve_stack(ctx: StackContext<'_>, frames: &[u64], offsets: &mut [u64], hashes: &mut [u32]) {
-    resolve(&mut StackSpace(ctx), kernel::page::PAGE_SHIFT as u32, frames, offsets, hashes);
+/// The runs of a stack being resolved: the first [`ffi::UD_SMALL_RUNS`] in the C caller's
+/// array (`struct ud_runs`'s `small`), the rest in an array on the heap with room for all
+/// the frames after them (no stack has more runs than frames, so it never grows again). Out
+/// of memory, the runs end there (the stack is cut short: the frames covered say where).
+struct RunsOut<'a> {
+    small: &'a mut [MaybeUninit<ffi::ud_run>],
+    /// Runs written to `small`.
+    nr_small: usize,
+    heap: Option<KVec<ffi::ud_run>>,
+    /// Frames of the runs so far, and of the whole stack.
+    covered: usize,
+    frames: usize,
+}
+
+impl RunsOut<'_> {
+    /// `run`, the first one past `small` (full). Out of line: the common path stays small
+    /// enough to be inlined.
+    #[cold]
+    #[inline(never)]
+    fn push_to_heap(&mut self, run: ffi::ud_run) -> bool {
+        let room = self.frames.saturating_sub(self.covered).max(1);
+        let Ok(mut heap) = KVec::with_capacity(room, GFP_KERNEL) else {
+            return false;
+        };
+        if heap.push(run, GFP_KERNEL).is_err() {
+            return false;
+        }
+        self.heap = Some(heap);
+        true
+    }
+}
+
+impl RunStore for RunsOut<'_> {
+    #[inline]
+    fn push(&mut self, run: Run) -> bool {
+        let len = run.len as usize;
+        let run = ffi::ud_run { bias: run.bias, len: run.len, hash: run.hash };
+        let pushed = if let Some(heap) = &mut self.heap {
+            heap.push(run, GFP_KERNEL).is_ok()
+        } else if let Some(slot) = self.small.get_mut(self.nr_small) {
+            slot.write(run);
+            self.nr_small += 1;
+            true
+        } else {
+            // (Rare: a stack that changes mapping this often, JIT code calling into a runtime.)
+            self.push_to_heap(run)
+        };
+        if pushed {
+            self.covered += len;
+        }
+        pushed
+    }
+}
+
+/// A stack resolved by [`resolve_stack`].
+pub(crate) struct StackRuns {
+    /// Runs written to the caller's `small` array, in stack order.
+    pub(crate) nr_small: usize,
+    /// The runs after them, if any.
+    pub(crate) heap: Option<KVec<ffi::ud_run>>,
+    /// Frames the runs cover: the whole stack unless out of memory.
+    pub(crate) covered: usize,
+}
+
+/// Resolves a stack for a `user_unwind_stack` event (see [`resolve_runs`]): its first runs
+/// into `small`, the rest into [`StackRuns::heap`].
+pub(crate) fn resolve_stack(
+    ctx: StackContext<'_>,
+    frames: &[u64],
+    small: &mut [MaybeUninit<ffi::ud_run>],
+) -> StackRuns {
+    let mut runs = RunsOut { small, nr_small: 0, heap: None, covered: 0, frames: frames.len() };
+    let covered = resolve_runs(&mut StackSpace(ctx), kernel::page::PAGE_SHIFT as u32, frames, &mut runs);
+    debug_assert_eq!(covered, runs.covered);
+    StackRuns { nr_small: runs.nr_small, heap: runs.heap, covered }
+}
+
+/// Writes the arrays of a `user_unwind_stack` event from a stack's runs, `small` then `heap`
+/// (see [`fill`]).
+pub(crate) fn fill_stack(
+    frames: &[u64],
+    small: &[ffi::ud_run],
+    heap: &[ffi::ud_run],
+    offsets: &mut [[u8; 8]],
+    hashes: &mut [[u8; 4]],
+) {
+    let runs = Iterator::chain(small.iter(), heap).map(|r| Run { bias: r.bias, len: r.len, hash: r.hash });
+    fill(frames, runs, offsets, hashes);
 }

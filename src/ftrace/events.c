@@ -15,6 +15,7 @@
 #include <linux/trace_seq.h>
 
 #include "internal.h"
+#include "../../rust-bindings/shim.h"
 
 /* Found through -I$(src)/src, as trace/define_trace.h finds it again (TRACE_INCLUDE_PATH). */
 #define CREATE_TRACE_POINTS
@@ -114,8 +115,9 @@ unsigned int ud_max_frames(struct trace_buffer *buffer)
 	return room > 0 ? room / (sizeof(u64) + sizeof(u32)) : 0;
 }
 
-bool ud_write_stack(struct trace_buffer *buffer, u64 cookie, const u64 *offsets,
-		    const u32 *hashes, unsigned int nr, unsigned int trace_ctx)
+/* The first @nr frames of @frames (at most runs->covered), written from their runs. */
+bool ud_write_stack(struct trace_buffer *buffer, u64 cookie, const u64 *frames,
+		    const struct ud_runs *runs, unsigned int nr, unsigned int trace_ctx)
 {
 	struct trace_event_raw_user_unwind_stack *entry;
 	struct ring_buffer_event *event;
@@ -125,8 +127,10 @@ bool ud_write_stack(struct trace_buffer *buffer, u64 cookie, const u64 *offsets,
 	if (!entry)
 		return false;
 	entry->cookie = cookie;
-	off = ud_put_dynamic(entry, &entry->__data_loc_offsets, off, offsets, olen);
-	ud_put_dynamic(entry, &entry->__data_loc_hashes, off, hashes, hlen);
+	entry->__data_loc_offsets = off | (olen << 16);
+	entry->__data_loc_hashes = (off + olen) | (hlen << 16);
+	/* Straight into the event: no copy of the arrays on the way. */
+	ud_rs_fill_stack(frames, runs, (void *)entry + off, (void *)entry + off + olen, nr);
 	ring_buffer_unlock_commit(buffer);
 	return true;
 }

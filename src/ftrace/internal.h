@@ -141,8 +141,9 @@ bool ud_write_cookie(struct trace_buffer *buffer, u64 cookie, unsigned int trace
 bool ud_write_file(struct trace_buffer *buffer, u32 hash, const char *path,
 		   const char *build_id, unsigned int trace_ctx);
 unsigned int ud_max_frames(struct trace_buffer *buffer);
-bool ud_write_stack(struct trace_buffer *buffer, u64 cookie, const u64 *offsets,
-		    const u32 *hashes, unsigned int nr, unsigned int trace_ctx);
+struct ud_runs;
+bool ud_write_stack(struct trace_buffer *buffer, u64 cookie, const u64 *frames,
+		    const struct ud_runs *runs, unsigned int nr, unsigned int trace_ctx);
 void ud_events_init(void);
 
 /* --- cookie.c: the cookie after each event, the deferred work, arming ----------------- */

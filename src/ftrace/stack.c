@@ -234,25 +234,17 @@ unsigned int ud_stack_file_run(void *ctx, void *file)
 }
 
 /*
- * The stack's frames as (file offset, file hash), under the mmap lock: an array of `nr`
- * offsets followed by `nr` hashes (kfree() it), or NULL. Files the instance must be told
- * about are left in space->pending.
+ * The stack's frames as runs of frames recorded alike (src/logic/resolve.rs), under the mmap
+ * lock: the event is written from them, so the frames are not copied on the way. Files the
+ * instance must be told about are left in space->pending.
  */
-static u64 *ud_resolve_frames(struct ud_stack_space *space, const u64 *frames, unsigned int nr)
+static void ud_resolve_frames(struct ud_stack_space *space, const u64 *frames, unsigned int nr,
+			      struct ud_runs *runs)
 {
-	/*
-	 * Sized to the stack (12 bytes a frame, under 1 KiB for most): a fixed 6 KiB buffer
-	 * would come from the page allocator on every stack with SLUB_TINY.
-	 */
-	u64 *offsets = kmalloc_array(nr, sizeof(*offsets) + sizeof(u32), GFP_KERNEL);
-
-	if (!offsets)
-		return NULL;
 	space->cache_gen = atomic64_read(&space->inst->cache_gen);
 	mmap_read_lock(space->mm);
-	ud_rs_resolve_stack(space, frames, offsets, (u32 *)(offsets + nr), nr);
+	ud_rs_resolve_stack(space, frames, nr, runs);
 	mmap_read_unlock(space->mm);
-	return offsets;
 }
 
 /*
@@ -282,7 +274,7 @@ static struct ud_file_note *ud_describe_pending(struct ud_file_pending *pending)
 
 /* Writes the file_cache events of `notes`, then the stack, into the instance's buffer. */
 static void ud_write_records(struct ud_instance *inst, struct ud_file_note *notes, u64 cookie,
-			     const u64 *offsets, const u32 *hashes, unsigned int nr)
+			     const u64 *frames, const struct ud_runs *runs, unsigned int nr)
 {
 	struct trace_buffer *buffer;
 	struct trace_array *tr;
@@ -303,7 +295,7 @@ static void ud_write_records(struct ud_instance *inst, struct ud_file_note *note
 			nr = ud_max_frames(buffer);
 			ud_count(stacks_truncated);
 		}
-		if (ud_write_stack(buffer, cookie, offsets, hashes, nr, trace_ctx))
+		if (ud_write_stack(buffer, cookie, frames, runs, nr, trace_ctx))
 			ud_count(stacks);
 		else
 			ud_count(stacks_lost);
@@ -315,25 +307,32 @@ void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace
 {
 	struct ud_instance *inst = container_of(work, struct ud_instance, work);
 	struct ud_stack_space space = { .mm = current->mm, .inst = inst };
+	const u64 *frames = (const u64 *)trace->entries;
 	struct ud_file_note *notes, *note;
 	unsigned int nr = space.mm ? min_t(unsigned int, trace->nr, UD_MAX_STACK_ENTRIES) : 0;
-	u64 *offsets = NULL;
+	/*
+	 * Not zeroed (INIT_STACK_ALL_ZERO would clear 280 bytes per stack): what is read of it
+	 * is written first, the counts below and the runs by ud_rs_resolve_stack().
+	 */
+	struct ud_runs runs __uninitialized;
 
+	runs.nr_small = 0;
+	runs.nr_heap = 0;
+	runs.heap_cap = 0;
+	runs.covered = 0;
 	if (nr) {
-		offsets = ud_resolve_frames(&space, (const u64 *)trace->entries, nr);
-		if (!offsets) {
+		ud_resolve_frames(&space, frames, nr, &runs);
+		/* Out of memory for a stack of many runs: the frames resolved so far. */
+		if (runs.covered < nr || space.error)
 			ud_count(errors);
-			return;
-		}
-		if (space.error)
-			ud_count(errors);
+		nr = runs.covered;
 	}
 	notes = ud_describe_pending(space.pending);
-	ud_write_records(inst, notes, cookie, offsets, offsets ? (u32 *)(offsets + nr) : NULL, nr);
+	ud_write_records(inst, notes, cookie, frames, &runs, nr);
 	while (notes) {
 		note = notes->next;
 		kfree(notes);
 		notes = note;
 	}
-	kfree(offsets);
+	ud_rs_runs_free(&runs);
 }
