@@ -256,7 +256,8 @@ pub(crate) unsafe extern "C" fn ud_rs_resolve_stack(
     // as what it is.
     let (frames, small) = unsafe {
         (
-            core::slice::from_raw_parts(frames, nr as usize),
+            // (Empty: `frames` may then be null, which a slice may not.)
+            if nr == 0 { &[] } else { core::slice::from_raw_parts(frames, nr as usize) },
             core::slice::from_raw_parts_mut(
                 core::ptr::addr_of_mut!((*runs).small).cast::<MaybeUninit<ffi::ud_run>>(),
                 ffi::UD_SMALL_RUNS as usize,
@@ -344,6 +345,9 @@ pub(crate) unsafe extern "C" fn ud_rs_fill_stack(
     nr: u32,
 ) {
     let nr = nr as usize;
+    if nr == 0 {
+        return; // (An empty stack: `frames` may then be null, which a slice may not.)
+    }
     // SAFETY: guaranteed by our caller (byte arrays: no alignment needed).
     let (frames, offsets, hashes, runs) = unsafe {
         (
