@@ -79,12 +79,18 @@ bool ud_write_cookie(struct trace_buffer *buffer, u64 cookie, unsigned int trace
 	return true;
 }
 
+/* Points the __data_loc field @loc of @entry at @len bytes at @off; returns their place. */
+static void *ud_dynamic(void *entry, u32 *loc, size_t off, size_t len)
+{
+	*loc = off | (len << 16);
+	return entry + off;
+}
+
 /* Fills the __data_loc field @loc of @entry with @len bytes of @src at @off; returns the
  * offset of the next dynamic field. */
 static size_t ud_put_dynamic(void *entry, u32 *loc, size_t off, const void *src, size_t len)
 {
-	*loc = off | (len << 16);
-	memcpy(entry + off, src, len);
+	memcpy(ud_dynamic(entry, loc, off, len), src, len);
 	return off + len;
 }
 
@@ -127,10 +133,9 @@ bool ud_write_stack(struct trace_buffer *buffer, u64 cookie, const u64 *frames,
 	if (!entry)
 		return false;
 	entry->cookie = cookie;
-	entry->__data_loc_offsets = off | (olen << 16);
-	entry->__data_loc_hashes = (off + olen) | (hlen << 16);
 	/* Straight into the event: no copy of the arrays on the way. */
-	ud_rs_fill_stack(frames, runs, (void *)entry + off, (void *)entry + off + olen, nr);
+	ud_rs_fill_stack(frames, runs, ud_dynamic(entry, &entry->__data_loc_offsets, off, olen),
+			 ud_dynamic(entry, &entry->__data_loc_hashes, off + olen, hlen), nr);
 	ring_buffer_unlock_commit(buffer);
 	return true;
 }
