@@ -31,15 +31,14 @@ impl AddressSpace for StackSpace<'_> {
 
 /// The runs of a stack being resolved: the first [`ffi::UD_SMALL_RUNS`] in the C caller's
 /// array (`struct ud_runs`'s `small`), the rest in an array on the heap with room for all
-/// the frames after them (no stack has more runs than frames, so it never grows again). Out
-/// of memory, the runs end there (the stack is cut short: the frames covered say where).
+/// the frames after those (a run has at least one frame, so it never grows again). Out of
+/// memory, the runs end there (the stack is cut short: the frames covered say where).
 struct RunsOut<'a> {
     small: &'a mut [MaybeUninit<ffi::ud_run>],
     /// Runs written to `small`.
     nr_small: usize,
     heap: Option<KVec<ffi::ud_run>>,
-    /// Frames of the runs so far, and of the whole stack.
-    covered: usize,
+    /// Frames of the whole stack.
     frames: usize,
 }
 
@@ -49,7 +48,8 @@ impl RunsOut<'_> {
     #[cold]
     #[inline(never)]
     fn push_to_heap(&mut self, run: ffi::ud_run) -> bool {
-        let room = self.frames.saturating_sub(self.covered).max(1);
+        // The runs in `small` cover at least one frame each.
+        let room = self.frames.saturating_sub(self.nr_small).max(1);
         let Ok(mut heap) = KVec::with_capacity(room, GFP_KERNEL) else {
             return false;
         };
@@ -64,9 +64,8 @@ impl RunsOut<'_> {
 impl RunStore for RunsOut<'_> {
     #[inline]
     fn push(&mut self, run: Run) -> bool {
-        let len = run.len as usize;
         let run = ffi::ud_run { bias: run.bias, len: run.len, hash: run.hash };
-        let pushed = if let Some(heap) = &mut self.heap {
+        if let Some(heap) = &mut self.heap {
             heap.push(run, GFP_KERNEL).is_ok()
         } else if let Some(slot) = self.small.get_mut(self.nr_small) {
             slot.write(run);
@@ -75,11 +74,7 @@ impl RunStore for RunsOut<'_> {
         } else {
             // (Rare: a stack that changes mapping this often, JIT code calling into a runtime.)
             self.push_to_heap(run)
-        };
-        if pushed {
-            self.covered += len;
         }
-        pushed
     }
 }
 
@@ -100,9 +95,8 @@ pub(crate) fn resolve_stack(
     frames: &[u64],
     small: &mut [MaybeUninit<ffi::ud_run>],
 ) -> StackRuns {
-    let mut runs = RunsOut { small, nr_small: 0, heap: None, covered: 0, frames: frames.len() };
+    let mut runs = RunsOut { small, nr_small: 0, heap: None, frames: frames.len() };
     let covered = resolve_runs(&mut StackSpace(ctx), kernel::page::PAGE_SHIFT as u32, frames, &mut runs);
-    debug_assert_eq!(covered, runs.covered);
     StackRuns { nr_small: runs.nr_small, heap: runs.heap, covered }
 }
 
