@@ -221,8 +221,7 @@ pub fn resolve_runs(
                 (m.start, m.end, bias, hash)
             }
         };
-        // The frames from `i` on in that mapping (this loop is most of the work on a deep
-        // stack: one comparison a frame, the range's start wrapping below to a huge word).
+        // The frames from `i` on in that mapping: one run.
         let taken = frames_in(frames.get(i..).unwrap_or_default(), start, end);
         if !runs.add(bias, taken, hash) {
             return runs.stored;
