@@ -132,7 +132,8 @@ int ud_rs_init_work(struct unwind_work *work, unwind_callback_fn func);
 /*
  * unwind_deferred_request() once shim.c found out who asks (@task, current, able to be
  * unwound, on CPU @cpu; @bit, the work's bit as read, not checked yet; @nmi, in_nmi()), with
- * interrupts off. @cookie is 0 and is set on success.
+ * preemption off (the entry's first request turns interrupts off itself). @cookie is 0 and
+ * is set on success.
  */
 int ud_rs_request(struct task_struct *task, int bit, unsigned long nmi, unsigned int cpu,
 		  ud_u64 *cookie);

@@ -116,7 +116,7 @@ pub(crate) unsafe extern "C" fn ud_rs_init_work(work: *mut ffi::unwind_work, fun
 
 /// # Safety
 ///
-/// `task` is current; `cookie` is valid for writing; interrupts are off (or NMI).
+/// `task` is current; `cookie` is valid for writing; preemption is off (or NMI).
 #[no_mangle]
 pub(crate) unsafe extern "C" fn ud_rs_request(
     task: *mut ffi::task_struct,

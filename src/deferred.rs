@@ -91,8 +91,8 @@ pub(crate) fn drain() {
 }
 
 impl Deferred {
-    /// A new cookie for a kernel entry on CPU `cpu`, the one we run on (interrupts off or
-    /// NMI: it holds).
+    /// A new cookie for a kernel entry on CPU `cpu`, the one we run on (preemption off: it
+    /// holds).
     fn new_cookie(&self, cpu: u32) -> u64 {
         let Some(counter) = self.counters.get(cpu as usize) else {
             return cookie::make(cpu, 1);
@@ -105,12 +105,18 @@ impl Deferred {
 }
 
 /// `unwind_deferred_request()` after its C half (src/shim.c) found out who asks and turned
-/// interrupts off: `task` (current, able to be unwound; the others go to [`refuse`]) on
+/// preemption off: `task` (current, able to be unwound; the others go to [`refuse`]) on
 /// CPU `cpu` (it holds), from NMI if `nmi`, for the work whose bit, as read and not checked
 /// yet, is `bit` (a cancelled work's is -1, one never initialised has 0). Any context, NMI
 /// included. Its common path (a repeated request of the entry: one probe of the table, the
 /// mask and the cookie) calls nothing and writes only its counter and the cookie; the rest
 /// is out of line, so that this path saves no registers it does not use.
+///
+/// Interrupts may be on: this path only reads the table and the task's state, which are
+/// written for an NMI to interleave anywhere, and an interrupt's request (which may run
+/// [`request_slow`] in full) interleaves with the reads as an NMI's would. Whatever it
+/// reads, it answers `Already` only with the bit set and the cookie of that entry, read
+/// after the bit (as `RequestState::request` does).
 #[inline]
 pub(crate) fn request(
     task: CurrentTask,
@@ -177,6 +183,10 @@ fn request_slow(
     cookie_out: &mut u64,
     d: &Deferred,
 ) -> i32 {
+    // Interrupts off for the writes: then only an NMI can interleave with them on this CPU,
+    // which the table and the task's state are written for. (The fast path in `request`
+    // only reads, with interrupts on.)
+    let _irqs = IrqsOff::new();
     let Ok(entry) = d.tasks.get_or_insert(task.key()) else {
         stats::bump_on(cpu, Counter::err_table_full);
         sys::warn_table_full();

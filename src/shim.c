@@ -373,7 +373,6 @@ static noinline int ud_request_refused(enum ud_unwindable why)
 int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
 {
 	enum ud_unwindable why;
-	unsigned long flags;
 	int ret;
 
 	if (!cookie)
@@ -385,14 +384,18 @@ int unwind_deferred_request(struct unwind_work *work, u64 *cookie)
 	if (unlikely(why != UD_OK))
 		return ud_request_refused(why);
 	/*
-	 * With interrupts off only an NMI can interleave with the request on this CPU (the
-	 * task state and the table are written for that), the CPU number holds, and cancel's
-	 * synchronize_rcu() waits for us.
+	 * With preemption off the CPU number holds and cancel's synchronize_rcu() waits for
+	 * us. Interrupts stay on for the common path, a repeated request of the entry: it only
+	 * reads the table and the task's state, which are written for an NMI to interleave
+	 * anywhere, so an interrupt's request may interleave with those reads too. The writes
+	 * (an entry's first request) turn interrupts off (request_slow() in src/deferred.rs):
+	 * only an NMI interleaves with them. (Interrupts off here cost the repeated request
+	 * five instructions of its ninety.)
 	 */
-	local_irq_save(flags);
+	preempt_disable_notrace();
 	ret = ud_rs_request(current, READ_ONCE(work->bit), in_nmi(), raw_smp_processor_id(),
 			    (ud_u64 *)cookie);
-	local_irq_restore(flags);
+	preempt_enable_notrace();
 	return ret;
 }
 EXPORT_SYMBOL_GPL(unwind_deferred_request);
