@@ -571,26 +571,44 @@ pub(crate) fn read_u64(mem: &mut impl UnwindMemory, addr: u64) -> Result<u64, Er
 /// Maximum bytes of a LEB128 number: 10 hold 64 bits.
 pub const MAX_LEB128_BYTES: usize = 10;
 
+/// Bytes a [`Cursor`] reads ahead: a CIE's or an FDE's instructions are a few dozen bytes,
+/// read a byte or a LEB128 number at a time.
+pub(crate) const CURSOR_AHEAD: usize = 32;
+
 /// A position in user memory and the end of the region it may read (an entry, a section):
 /// every read is checked against `end`.
 ///
+/// It reads ahead: a read of `n` bytes that the bytes kept do not hold reads up to
+/// [`CURSOR_AHEAD`] bytes from there (never past `end`), then serves the next small reads
+/// from them. A parser reads a byte or a LEB128 number at a time, and each read of the
+/// reader behind (its windows searched, a copy of a length it learns at run time) cost
+/// about fifty instructions: most of the cost of computing a row. (If the read ahead
+/// fails, the exact read is tried: reading ahead never turns a good read into a fault.)
+///
 /// # Invariants
 ///
-/// `pos <= end` (a read that would pass `end` fails and leaves the cursor unchanged).
+/// `pos <= end` (a read that would pass `end` fails and leaves the cursor unchanged);
+/// `ahead[..ahead_len]` holds the bytes of memory at `ahead_base..`, inside the region.
 pub(crate) struct Cursor<'m, M: UnwindMemory> {
     pub(crate) mem: &'m mut M,
     pos: u64,
     end: u64,
+    ahead: [u8; CURSOR_AHEAD],
+    ahead_base: u64,
+    ahead_len: usize,
 }
 
 impl<'m, M: UnwindMemory> Cursor<'m, M> {
     /// A cursor over `start..end` (empty if `end < start`).
     pub(crate) fn new(mem: &'m mut M, start: u64, end: u64) -> Self {
-        // INVARIANT: pos <= end.
+        // INVARIANT: pos <= end; nothing read ahead.
         Self {
             mem,
             pos: start,
             end: end.max(start),
+            ahead: [0; CURSOR_AHEAD],
+            ahead_base: 0,
+            ahead_len: 0,
         }
     }
 
@@ -609,14 +627,68 @@ impl<'m, M: UnwindMemory> Cursor<'m, M> {
         self.end.wrapping_sub(self.pos)
     }
 
+    /// The `n` bytes at `pos` if the bytes read ahead hold them.
+    #[inline(always)]
+    fn kept(&self, n: usize) -> Option<&[u8]> {
+        let start = usize::try_from(self.pos.wrapping_sub(self.ahead_base)).ok()?;
+        self.ahead
+            .get(..self.ahead_len)?
+            .get(start..start.checked_add(n)?)
+    }
+
+    /// Reads ahead from `pos`: at least `n` bytes (at most what is left), up to
+    /// [`CURSOR_AHEAD`]. Whether it did.
+    #[inline(never)]
+    fn read_ahead(&mut self, n: usize) -> bool {
+        let left = usize::try_from(self.remaining()).unwrap_or(usize::MAX);
+        let want = left.min(CURSOR_AHEAD);
+        if n > want {
+            return false;
+        }
+        // INVARIANT: empty until the read succeeds (it may have written part of `ahead`).
+        self.ahead_len = 0;
+        let Some(buf) = self.ahead.get_mut(..want) else {
+            return false;
+        };
+        if !self.mem.read(self.pos, buf) {
+            return false;
+        }
+        // INVARIANT: `ahead[..want]` was just read at `pos`, and `pos + want <= end`.
+        self.ahead_base = self.pos;
+        self.ahead_len = want;
+        true
+    }
+
+    /// Reads `N` bytes: from the bytes read ahead, a bounds check and a load.
+    #[inline(always)]
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], Error> {
+        if (N as u64) <= self.remaining() {
+            if let Some(Ok(bytes)) = self.kept(N).map(<[u8; N]>::try_from) {
+                // INVARIANT: N <= end - pos.
+                self.pos = self.pos.wrapping_add(N as u64);
+                return Ok(bytes);
+            }
+        }
+        let mut bytes = [0u8; N];
+        self.bytes(&mut bytes)?;
+        Ok(bytes)
+    }
+
     /// Reads `out.len()` bytes.
     pub(crate) fn bytes(&mut self, out: &mut [u8]) -> Result<(), Error> {
         let len = out.len() as u64;
         if len > self.remaining() {
             return Err(MALFORMED);
         }
-        if !self.mem.read(self.pos, out) {
-            return Err(Error::Fault);
+        let n = out.len();
+        if self.kept(n).is_none() && !self.read_ahead(n) {
+            // A read larger than the read-ahead, or one whose read-ahead failed: exactly.
+            if !self.mem.read(self.pos, out) {
+                return Err(Error::Fault);
+            }
+        } else {
+            // (Held now: the bytes kept, or just read ahead from `pos`, at least `n`.)
+            out.copy_from_slice(self.kept(n).ok_or(Error::Fault)?);
         }
         // INVARIANT: len <= end - pos.
         self.pos = self.pos.wrapping_add(len);
@@ -633,28 +705,25 @@ impl<'m, M: UnwindMemory> Cursor<'m, M> {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn u8(&mut self) -> Result<u8, Error> {
-        let mut b = [0u8; 1];
-        self.bytes(&mut b)?;
-        Ok(b[0])
+        let [b] = self.array::<1>()?;
+        Ok(b)
     }
 
+    #[inline]
     pub(crate) fn u16(&mut self) -> Result<u16, Error> {
-        let mut b = [0u8; 2];
-        self.bytes(&mut b)?;
-        Ok(u16::from_le_bytes(b))
+        Ok(u16::from_le_bytes(self.array()?))
     }
 
+    #[inline]
     pub(crate) fn u32(&mut self) -> Result<u32, Error> {
-        let mut b = [0u8; 4];
-        self.bytes(&mut b)?;
-        Ok(u32::from_le_bytes(b))
+        Ok(u32::from_le_bytes(self.array()?))
     }
 
+    #[inline]
     pub(crate) fn u64(&mut self) -> Result<u64, Error> {
-        let mut b = [0u8; 8];
-        self.bytes(&mut b)?;
-        Ok(u64::from_le_bytes(b))
+        Ok(u64::from_le_bytes(self.array()?))
     }
 
     /// An unsigned LEB128 number; more than 64 bits of value is malformed.

@@ -356,6 +356,34 @@ fn cie_body(version: u8, aug: &str, ra: u64, aug_data: &[u8]) -> Vec<u8> {
     a.bytes(&std_cie_insns()).0
 }
 
+/// A CIE and its FDE are read a few dozen bytes at a time (the parser's cursor reads
+/// ahead), not with a read of the memory per byte or number; and an entry that claims more
+/// bytes than are readable still parses where it needs only the readable ones (a read ahead
+/// that fails falls back to the exact read).
+#[test]
+fn entries_are_read_ahead_and_a_read_ahead_never_turns_a_good_read_into_a_fault() {
+    let data = Asm::new().u8(0x9b).u32(0x1234).u8(0x1b).u8(0x1b).0;
+    let cie = cie_body(1, "zPLRS", 16, &data);
+    let (mut m, fde) = cie_fde(&cie, &Asm::new().uleb(4).u32(0).0, true);
+    let whole = parse_fde(&mut m, fde).unwrap();
+    // Each entry's length, the FDE's CIE pointer, the CIE, its augmentation data and the
+    // FDE's fields: a read each, where a read per byte or number made 22 reads here.
+    assert!(m.calls <= 8, "{} reads to parse a CIE and an FDE", m.calls);
+    // The same FDE claiming 200 bytes more than the memory holds: the cursor's read ahead
+    // over its fields fails (it would pass the end of the memory), the exact reads do not.
+    let (mut m, fde) = cie_fde(&cie, &Asm::new().uleb(4).u32(0).0, true);
+    let len = u32::from_le_bytes(m.slice(fde, 4).unwrap().try_into().unwrap());
+    m.write(fde, &(len + 200).to_le_bytes());
+    let short = parse_fde(&mut m, fde).unwrap();
+    assert_eq!(
+        (short.pc_begin, short.pc_end),
+        (whole.pc_begin, whole.pc_end)
+    );
+    assert_eq!(short.instructions, whole.instructions);
+    assert_eq!(short.end, whole.end + 200);
+    assert_eq!(short.cie, whole.cie);
+}
+
 #[test]
 fn cie_versions_and_augmentations() {
     for version in [1, 3, 4] {
