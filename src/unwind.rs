@@ -96,6 +96,9 @@ pub(crate) struct UnwindCaches {
     modules: Pin<KBox<Mutex<KVec<modules::ModuleSlot>>>>,
 }
 
+// One row cache per CPU, from alloc_percpu(), which refuses more than PCPU_MIN_UNIT_SIZE.
+const _: () = assert!(core::mem::size_of::<RowCache>() <= 32 * 1024);
+
 impl UnwindCaches {
     pub(crate) fn new() -> Result<Self> {
         let mut slots = KVec::with_capacity(MODULE_SLOTS, GFP_KERNEL)?;

@@ -1412,7 +1412,7 @@ fn row_cache_zeroed_is_empty_and_sizes() {
         std::mem::size_of::<Regs>()
     );
     assert!(std::mem::size_of::<Row>() <= 300);
-    assert!(std::mem::size_of::<RowCache>() <= 20 * 1024);
+    // (One per CPU: alloc_percpu() refuses more than 32 KiB; cfi_compact's `sizes` checks.)
     assert!(std::mem::size_of::<ElfInfo>() <= 450);
 }
 
