@@ -38,7 +38,7 @@ use crate::sys::{self, PerCpu, Vma};
 /// Frames kept per stack.
 pub(crate) const MAX_ENTRIES: usize = ffi::UD_MAX_STACK_ENTRIES as usize;
 
-/// Files whose summaries are kept (direct-mapped; about 8 KiB).
+/// Files whose summaries are kept (in sets of [`modules::MODULE_WAYS`]; about 8 KiB).
 const MODULE_SLOTS: usize = 64;
 /// The most of a file's head read for its ELF and program headers.
 const MAX_HEADERS: usize = 4096;

@@ -119,28 +119,56 @@ pub struct ModuleSlot {
     summary: ModuleSummary,
 }
 
-fn slot_of(slots_len: usize, key: u64) -> usize {
+/// Slots of a set of the table: a file's summary may be in any of its set's. (Direct
+/// mapping let two files of one program share a slot at about one boot in five, a program
+/// of six files in 64 slots: each new process of it then read the headers of both again,
+/// and under the VM's 9p a read from the file stalled the walk for milliseconds.)
+pub const MODULE_WAYS: usize = 4;
+
+/// The slots of `key`'s set in a table of `slots_len` slots (a table smaller than a set is
+/// one set): the slots that may hold its summary.
+pub fn set_of(slots_len: usize, key: u64) -> core::ops::Range<usize> {
+    let ways = slots_len.min(MODULE_WAYS);
+    let sets = slots_len.checked_div(ways).unwrap_or(0).max(1);
+    // The high bits are the best mixed.
     let h = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    // The high bits are the best mixed; `% len` (len > 0 checked by callers).
-    (h >> 32) as usize % slots_len
+    let first = ((h >> 32) as usize % sets).wrapping_mul(ways);
+    first..first.wrapping_add(ways)
 }
 
 /// The summary of the file `key` (non-zero), if the table has it.
 pub fn find(slots: &[ModuleSlot], key: u64) -> Option<ModuleSummary> {
-    if slots.is_empty() || key == 0 {
+    if key == 0 {
         return None;
     }
-    let slot = slots.get(slot_of(slots.len(), key))?;
-    (slot.key == key).then_some(slot.summary)
+    slots
+        .get(set_of(slots.len(), key))?
+        .iter()
+        .find(|slot| slot.key == key)
+        .map(|slot| slot.summary)
 }
 
-/// Keeps the summary of the file `key` (non-zero), replacing whatever its slot held.
+/// Keeps the summary of the file `key` (non-zero) in its set: in its own slot if it has
+/// one, else in an empty one, else in place of the set's oldest (the others move up: a set
+/// keeps its files in the order they came, empty slots last).
 pub fn keep(slots: &mut [ModuleSlot], key: u64, summary: &ModuleSummary) {
-    if slots.is_empty() || key == 0 {
+    if key == 0 {
         return;
     }
-    let i = slot_of(slots.len(), key);
-    if let Some(slot) = slots.get_mut(i) {
+    let Some(set) = slots
+        .get_mut(set_of(slots.len(), key))
+        .filter(|set| !set.is_empty())
+    else {
+        return;
+    };
+    let at = match set.iter().position(|slot| slot.key == key || slot.key == 0) {
+        Some(at) => at,
+        None => {
+            set.rotate_left(1);
+            set.len().wrapping_sub(1)
+        }
+    };
+    if let Some(slot) = set.get_mut(at) {
         *slot = ModuleSlot {
             key,
             summary: *summary,

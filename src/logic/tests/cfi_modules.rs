@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The per-file summaries: the bias of an executable mapping agrees with `ElfInfo::bias`
 //! on real files (every executable segment, at every page it maps), and the bounded table
-//! finds what it kept, forgets what a collision replaced, and ignores key 0.
+//! finds what it kept, keeps a set's files until one more comes, and ignores key 0.
 #![cfg(not(loom))]
 
 use unwind_logic::cfi::elf;
-use unwind_logic::cfi::modules::{find, keep, ModuleSlot, ModuleSummary};
+use unwind_logic::cfi::modules::{find, keep, set_of, ModuleSlot, ModuleSummary, MODULE_WAYS};
 
 const PAGE: u64 = 4096;
 const FILES: &[&str] = &[
@@ -85,19 +85,51 @@ fn the_table_keeps_finds_and_replaces() {
     // Key 0 is "empty": never kept, never found.
     keep(&mut slots, 0, &a);
     assert_eq!(find(&slots, 0), None);
-    // A key that lands on 42's slot replaces it.
-    let other = (1..).find(|&k| {
-        k != 42 && {
-            let mut probe = vec![ModuleSlot::default(); 8];
-            keep(&mut probe, 42, &b);
-            keep(&mut probe, k, &a);
-            find(&probe, 42).is_none()
-        }
-    });
-    let other = other.unwrap();
-    keep(&mut slots, other, &a);
-    assert_eq!(find(&slots, 42), None);
-    assert_eq!(find(&slots, other), Some(a));
+    // A set keeps MODULE_WAYS files (the files of one program that share a set do not
+    // evict each other); one more replaces the oldest. (A table of one set: 4 slots.)
+    let mut set = vec![ModuleSlot::default(); MODULE_WAYS];
+    for key in 1..=MODULE_WAYS as u64 {
+        keep(&mut set, key, &b);
+    }
+    assert!((1..=MODULE_WAYS as u64).all(|key| find(&set, key) == Some(b)));
+    // Kept again, a file keeps its place (and its age): no other file is evicted.
+    keep(&mut set, 2, &a);
+    assert_eq!(find(&set, 2), Some(a));
+    assert!((1..=MODULE_WAYS as u64).all(|key| find(&set, key).is_some()));
+    let newest = MODULE_WAYS as u64 + 1;
+    keep(&mut set, newest, &b);
+    assert_eq!(find(&set, 1), None, "the oldest file goes");
+    assert_eq!(find(&set, 2), Some(a));
+    assert!((3..=newest).all(|key| find(&set, key) == Some(b)));
+    // In a larger table, MODULE_WAYS - 1 other files of 42's set leave it there; one more
+    // makes it go (the oldest); files of other sets never do.
+    let mates: Vec<u64> = (1..)
+        .filter(|&k| k != 42 && set_of(8, k) == set_of(8, 42))
+        .take(MODULE_WAYS)
+        .collect();
+    let strangers = (1..)
+        .filter(|&k| set_of(8, k) != set_of(8, 42))
+        .take(2 * MODULE_WAYS);
+    for k in strangers {
+        keep(&mut slots, k, &a);
+    }
+    assert_eq!(find(&slots, 42), Some(b));
+    for &m in &mates[..MODULE_WAYS - 1] {
+        keep(&mut slots, m, &a);
+    }
+    assert_eq!(
+        find(&slots, 42),
+        Some(b),
+        "42 and {} others of its set",
+        MODULE_WAYS - 1
+    );
+    keep(&mut slots, mates[MODULE_WAYS - 1], &a);
+    assert_eq!(
+        find(&slots, 42),
+        None,
+        "one more in its set: the oldest, 42, goes"
+    );
+    assert!(mates.iter().all(|&m| find(&slots, m) == Some(a)));
     // An empty table keeps nothing.
     keep(&mut [], 5, &a);
     assert_eq!(find(&[], 5), None);
