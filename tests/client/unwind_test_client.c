@@ -366,7 +366,7 @@ static void bench_probe(void *data, unsigned long i)
 
 static void bench(int k, unsigned long n)
 {
-	u64 t0, t1, t2, t3, cookie, best_tp = U64_MAX, best_rq = U64_MAX, first_ns;
+	u64 t0, t1, t2, cookie, best_tp = U64_MAX, best_rq = U64_MAX, first_ns;
 	unsigned long i, m = max(n / BENCH_ROUNDS, 1UL);
 	int ret = 1, first, r;
 
@@ -392,9 +392,9 @@ static void bench(int k, unsigned long n)
 	}
 	unregister_trace_unwind_test_bench(bench_probe, NULL);
 	tracepoint_synchronize_unregister();
-	t3 = m * BENCH_ROUNDS;
-	log_printf("bench work=%d n=%llu rounds=%d tracepoint_ns=%llu first_request_ns=%llu first_ret=%d request_ns=%llu repeat_ret=%d\n",
-		   k, t3, BENCH_ROUNDS, best_tp * BENCH_ROUNDS, first_ns, first,
+	/* (n as timed: the rounds' loops, m calls each.) */
+	log_printf("bench work=%d n=%lu rounds=%d tracepoint_ns=%llu first_request_ns=%llu first_ret=%d request_ns=%llu repeat_ret=%d\n",
+		   k, m * BENCH_ROUNDS, BENCH_ROUNDS, best_tp * BENCH_ROUNDS, first_ns, first,
 		   best_rq * BENCH_ROUNDS, ret);
 }
 

@@ -573,7 +573,7 @@ pub const MAX_LEB128_BYTES: usize = 10;
 
 /// Bytes a [`Cursor`] reads ahead: a CIE's or an FDE's instructions are a few dozen bytes,
 /// read a byte or a LEB128 number at a time.
-pub(crate) const CURSOR_AHEAD: usize = 32;
+const CURSOR_AHEAD: usize = 32;
 
 /// A position in user memory and the end of the region it may read (an entry, a section):
 /// every read is checked against `end`.
