@@ -7,10 +7,17 @@
 //! the file's super block and inode number (not by the `struct inode`: 9p without a cache
 //! gives each open its own inode), and its ctime, so that a file rewritten in place, or a
 //! reused inode number, is read again. Internal only: the trace never shows these numbers.
-//! Bounded: direct-mapped, [`BUILD_ID_CACHE_SLOTS`] entries.
+//! Bounded: [`BUILD_ID_CACHE_SLOTS`] entries in sets of [`BUILD_ID_WAYS`], the oldest of a
+//! set replaced. (Direct-mapped, two files of one traced program shared a slot at some
+//! boots, the super block's address being part of the key: every reset of the trace then
+//! read both again at the program's next stack, a file read in the traced task's return to
+//! user space, which under the VM's 9p stalled it for milliseconds.)
 
 /// Entries of the cache.
 pub const BUILD_ID_CACHE_SLOTS: usize = 64;
+/// Entries of a set: a file's build-id may be kept in any of its set's.
+pub const BUILD_ID_WAYS: usize = 4;
+const _: () = assert!((BUILD_ID_CACHE_SLOTS / BUILD_ID_WAYS).is_power_of_two());
 /// The longest build-id kept (the kernel's `BUILD_ID_SIZE_MAX`).
 pub const BUILD_ID_SIZE_MAX: usize = 20;
 
@@ -57,29 +64,46 @@ impl BuildIdCache {
         }
     }
 
-    /// The slot of `key`: the kernel's `hash_64()` of super block and inode number.
-    fn slot(key: &FileKey) -> usize {
-        const GOLDEN_RATIO_64: u64 = 0x61c8_8646_80b5_83eb;
-        let bits = BUILD_ID_CACHE_SLOTS.trailing_zeros();
-        ((key.sb ^ key.ino).wrapping_mul(GOLDEN_RATIO_64) >> (64 - bits)) as usize
+    /// The entries of `key`'s set.
+    fn set(&self, key: &FileKey) -> &[Entry] {
+        let first = set_of(key) * BUILD_ID_WAYS;
+        self.entries
+            .get(first..first + BUILD_ID_WAYS)
+            .unwrap_or(&[])
     }
 
     /// The build-id kept for `key`, copied into `out`: its length (0: the file has none),
     /// or `None` if the file must be read.
     pub fn lookup(&self, key: &FileKey, out: &mut [u8; BUILD_ID_SIZE_MAX]) -> Option<usize> {
-        let entry = self.entries.get(Self::slot(key))?;
-        if entry.key.as_ref() != Some(key) {
-            return None;
-        }
+        let entry = self
+            .set(key)
+            .iter()
+            .find(|entry| entry.key.as_ref() == Some(key))?;
         let len = usize::from(entry.len).min(BUILD_ID_SIZE_MAX);
         out[..len].copy_from_slice(&entry.id[..len]);
         Some(len)
     }
 
-    /// Keeps `id` (empty: the file has no build-id) as the build-id of `key`, replacing what
-    /// its slot held. An id longer than [`BUILD_ID_SIZE_MAX`] is kept as none.
+    /// Keeps `id` (empty: the file has no build-id) as the build-id of `key`: in its own
+    /// entry if it has one, else in an empty one of its set, else in place of the set's
+    /// oldest (a set keeps its files in the order they came, empty entries last). An id
+    /// longer than [`BUILD_ID_SIZE_MAX`] is kept as none.
     pub fn store(&mut self, key: &FileKey, id: &[u8]) {
-        let Some(entry) = self.entries.get_mut(Self::slot(key)) else {
+        let first = set_of(key) * BUILD_ID_WAYS;
+        let Some(set) = self.entries.get_mut(first..first + BUILD_ID_WAYS) else {
+            return;
+        };
+        let at = match set
+            .iter()
+            .position(|entry| entry.key.is_none() || entry.key.as_ref() == Some(key))
+        {
+            Some(at) => at,
+            None => {
+                set.rotate_left(1);
+                BUILD_ID_WAYS - 1
+            }
+        };
+        let Some(entry) = set.get_mut(at) else {
             return;
         };
         let id = if id.len() <= BUILD_ID_SIZE_MAX {
@@ -91,4 +115,12 @@ impl BuildIdCache {
         entry.len = id.len() as u8;
         entry.id[..id.len()].copy_from_slice(id);
     }
+}
+
+/// The set of `key` (exposed for tests): the kernel's `hash_64()` of super block and inode
+/// number.
+pub fn set_of(key: &FileKey) -> usize {
+    const GOLDEN_RATIO_64: u64 = 0x61c8_8646_80b5_83eb;
+    let bits = (BUILD_ID_CACHE_SLOTS / BUILD_ID_WAYS).trailing_zeros();
+    ((key.sb ^ key.ino).wrapping_mul(GOLDEN_RATIO_64) >> (64 - bits)) as usize
 }

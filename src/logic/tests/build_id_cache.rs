@@ -2,7 +2,7 @@
 //! The tracer's build-id cache policy (src/logic/build_id_cache.rs).
 
 use unwind_logic::build_id_cache::{
-    BuildIdCache, FileKey, BUILD_ID_CACHE_SLOTS, BUILD_ID_SIZE_MAX,
+    set_of, BuildIdCache, FileKey, BUILD_ID_CACHE_SLOTS, BUILD_ID_SIZE_MAX, BUILD_ID_WAYS,
 };
 
 fn key(sb: u64, ino: u64, sec: i64) -> FileKey {
@@ -80,4 +80,37 @@ fn bounded_files_evict_each_other() {
         "{hits} hits from {BUILD_ID_CACHE_SLOTS} slots"
     );
     assert!(hits >= BUILD_ID_CACHE_SLOTS / 2, "only {hits} files kept");
+}
+
+#[test]
+fn files_of_one_set_stay_together_and_the_oldest_goes() {
+    let mut cache = BuildIdCache::new();
+    let mut out = [0u8; BUILD_ID_SIZE_MAX];
+    // WAYS + 1 files of one set (found by their keys, as a boot's super block would make
+    // them): the first WAYS all stay, and the next replaces the oldest, not another.
+    let first = key(0xffff_8880_0400_0000, 1, 1);
+    let files: Vec<FileKey> = (1..)
+        .map(|ino| key(first.sb, ino, 1))
+        .filter(|k| set_of(k) == set_of(&first))
+        .take(BUILD_ID_WAYS + 1)
+        .collect();
+    for (i, k) in files[..BUILD_ID_WAYS].iter().enumerate() {
+        cache.store(k, &[i as u8 + 1; 4]);
+    }
+    for (i, k) in files[..BUILD_ID_WAYS].iter().enumerate() {
+        assert_eq!(cache.lookup(k, &mut out), Some(4), "file {i} of a full set");
+        assert_eq!(out[0], i as u8 + 1);
+    }
+    // Stored again (a second reader missed it meanwhile): kept once, in place.
+    cache.store(&files[1], &[2; 4]);
+    cache.store(&files[BUILD_ID_WAYS], &[9; 4]);
+    assert_eq!(
+        cache.lookup(&files[0], &mut out),
+        None,
+        "the oldest replaced"
+    );
+    for (i, k) in files[1..].iter().enumerate() {
+        assert!(cache.lookup(k, &mut out).is_some(), "file {} kept", i + 1);
+    }
+    assert_eq!(out[0], 9);
 }
