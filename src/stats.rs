@@ -153,8 +153,9 @@ unwinder_counters!(
     rows_cached,
     rows_computed,
     /// Lookups that went past the task's hot rows to the per-CPU row cache (each with
-    /// preemption off around it).
+    /// preemption off around it), and those of them found in the table all CPUs share.
     rows_shared,
+    rows_all_cpus,
     /// User memory read by the CFI walks: bytes, and reads (one user-access section each).
     bytes_read,
     reads,

@@ -28,7 +28,8 @@ use kernel::sync::Mutex;
 use crate::ffi;
 use crate::logic::cfi::{
     self, elf, modules, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, Regs, Row, RowCache,
-    RowStore, StackWindow, UnwindInfoSource, UnwindMemory, WalkParams,
+    RowStore, SharedRows, SharedSlot, StackWindow, UnwindInfoSource, UnwindMemory, WalkParams,
+    SHARED_ROW_ENTRIES,
 };
 use crate::logic::task_maps::{Stamp, TaskMaps};
 use crate::logic::walker::{self, UserRegs, Windowed, WordReader};
@@ -89,10 +90,11 @@ impl StackCache {
     }
 }
 
-/// What the unwinder keeps across walks: the rows of the CFI tables met so far (per CPU),
-/// and the summaries of the files met so far.
+/// What the unwinder keeps across walks: the rows of the CFI tables met so far (per CPU,
+/// and behind those in one table all CPUs share), and the summaries of the files met so far.
 pub(crate) struct UnwindCaches {
     rows: PerCpu<RowCache>,
+    shared_rows: SharedRows<KVVec<SharedSlot>>,
     modules: Pin<KBox<Mutex<KVec<modules::ModuleSlot>>>>,
 }
 
@@ -104,22 +106,38 @@ impl UnwindCaches {
         let mut slots = KVec::with_capacity(MODULE_SLOTS, GFP_KERNEL)?;
         slots.extend_with(MODULE_SLOTS, modules::ModuleSlot::default(), GFP_KERNEL)?;
         let modules = KBox::pin_init(kernel::new_mutex!(slots, "unwind_deferred_modules"), GFP_KERNEL)?;
+        // (384 KiB: kvmalloc'd, vmalloc when no contiguous memory is free.)
+        let mut shared = KVVec::with_capacity(SHARED_ROW_ENTRIES, GFP_KERNEL)?;
+        for _ in 0..SHARED_ROW_ENTRIES {
+            shared.push(SharedSlot::new(), GFP_KERNEL)?;
+        }
         // Zeroed: an empty RowCache per CPU.
-        Ok(Self { rows: PerCpu::new()?, modules })
+        Ok(Self { rows: PerCpu::new()?, shared_rows: SharedRows::new(shared), modules })
     }
 }
 
 /// This CPU's row cache, one access at a time (a walk may sleep between two; the row
-/// caches are never used from interrupts), and how many lookups reached it.
+/// caches are never used from interrupts), then the table all CPUs share, and how many
+/// lookups reached each.
 struct PerCpuRows<'a> {
     rows: &'a PerCpu<RowCache>,
+    all: &'a SharedRows<KVVec<SharedSlot>>,
     lookups: u32,
+    from_all: u32,
 }
 
 impl RowStore for PerCpuRows<'_> {
     fn lookup(&mut self, module: u64, rel_pc: u64) -> Option<cfi::CompactRow> {
         self.lookups = self.lookups.saturating_add(1);
-        self.rows.with(|cache| cache.lookup(module, rel_pc))
+        if let Some(row) = self.rows.with(|cache| cache.lookup(module, rel_pc)) {
+            return Some(row);
+        }
+        // (Lock-free, preemption on: see shared_rows.rs.) Kept on this CPU too, where the
+        // next lookup finds it without atomics.
+        let row = self.all.lookup(module, rel_pc)?;
+        self.from_all = self.from_all.saturating_add(1);
+        self.rows.with(|cache| cache.insert_compact(module, rel_pc, row));
+        Some(row)
     }
 
     fn lookup_full(&mut self, module: u64, rel_pc: u64, out: &mut Row) -> bool {
@@ -128,6 +146,10 @@ impl RowStore for PerCpuRows<'_> {
 
     fn store(&mut self, module: u64, rel_pc: u64, row: &Row) {
         self.rows.with(|cache| cache.store(module, rel_pc, row));
+        // (Rows without a compact form, rare, stay per CPU.)
+        if let Some(compact) = cfi::CompactRow::from_row(row) {
+            self.all.store(module, rel_pc, &compact);
+        }
     }
 }
 
@@ -274,7 +296,10 @@ fn walk_current(
         maps
     });
     let mut modules = TaskModules { caches, maps, maps_cached: 0, maps_looked_up: 0 };
-    let mut rows = Layered { hot, shared: PerCpuRows { rows: &caches.rows, lookups: 0 } };
+    let mut rows = Layered {
+        hot,
+        shared: PerCpuRows { rows: &caches.rows, all: &caches.shared_rows, lookups: 0, from_all: 0 },
+    };
     let r = cfi::walk_in(
         window,
         &mut CurrentUserMemory,
@@ -294,6 +319,7 @@ fn walk_current(
             (UnwinderCounter::rows_cached, r.stats.cache_hits.into()),
             (UnwinderCounter::rows_computed, r.stats.cache_misses.into()),
             (UnwinderCounter::rows_shared, rows.shared.lookups.into()),
+            (UnwinderCounter::rows_all_cpus, rows.shared.from_all.into()),
             (UnwinderCounter::bytes_read, r.stats.bytes_read),
             (UnwinderCounter::reads, r.stats.read_calls.into()),
             (UnwinderCounter::maps_cached, modules.maps_cached.into()),

@@ -180,7 +180,9 @@ impl RowCache {
         }
     }
 
-    fn insert_compact(&mut self, module: u64, rel_pc: u64, row: CompactRow) {
+    /// Caches `row`, a compact row (found elsewhere: the row table all CPUs share), as the
+    /// row of `rel_pc` in `module`, replacing the least recently used row of its set.
+    pub fn insert_compact(&mut self, module: u64, rel_pc: u64, row: CompactRow) {
         let set = Self::set_of(module, rel_pc);
         let Some(v) = self.victim.get_mut(set) else {
             return;

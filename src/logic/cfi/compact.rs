@@ -188,6 +188,109 @@ impl CompactRow {
         Some(c)
     }
 
+    /// The row as three words, for the row table all CPUs share
+    /// ([`super::shared_rows::SharedRows`]), which keeps rows in atomics.
+    pub fn to_words(&self) -> [u64; 3] {
+        let c = self.cfa_offset.to_le_bytes();
+        let s = self.set.to_le_bytes();
+        let o = self.offsets.map(|w| w as u8);
+        [
+            u64::from_le_bytes([c[0], c[1], c[2], c[3], s[0], s[1], s[2], s[3]]),
+            u64::from_le_bytes([
+                self.tag,
+                self.cfa_reg,
+                self.saved,
+                self.forget,
+                self.flags,
+                self.lo as u8,
+                self.span,
+                0,
+            ]),
+            u64::from_le_bytes(o),
+        ]
+    }
+
+    /// The row that [`CompactRow::to_words`] gave `words`, if they are a row's: anything
+    /// else (an empty entry, another row's words, any bytes) is `None`, never a row that
+    /// breaks the type's invariants.
+    pub fn from_words(words: [u64; 3]) -> Option<CompactRow> {
+        let [c0, c1, c2, c3, s0, s1, s2, s3] = words[0].to_le_bytes();
+        let [tag, cfa_reg, saved, forget, flags, lo, span, _] = words[1].to_le_bytes();
+        let c = CompactRow {
+            cfa_offset: i32::from_le_bytes([c0, c1, c2, c3]),
+            set: u32::from_le_bytes([s0, s1, s2, s3]),
+            tag,
+            cfa_reg,
+            saved,
+            forget,
+            flags,
+            lo: lo as i8,
+            span,
+            offsets: words[2].to_le_bytes().map(|b| b as i8),
+        };
+        // What from_row makes of the rules the row stands for, field by field (the tests
+        // check that from_row(to_row()) gives back every row accepted here): through
+        // to_row and from_row the check cost about 320 instructions, and a walk of a large
+        // program makes it several times an event.
+        (c.tag == TAG_ROW && usize::from(c.cfa_reg) < REG_COUNT && c.derived_fields_agree())
+            .then_some(c)
+    }
+
+    /// Whether the fields of a row (`cfa_reg` checked) agree as [`CompactRow::from_row`]
+    /// sets them: every slot at most one of saved or forgotten; the stack pointer's slot,
+    /// with no rule (`F_SP_CFA`) or `same_value` (`F_SP_SAME`), neither; the return
+    /// address's `same_value` (`F_RA_SAME`) neither, and forgotten exactly when the stack
+    /// ends (`F_ENDS`); no other flag but `F_RECORD`, set exactly for a frame record; the
+    /// offsets of slots not saved zero; `set`, `lo` and `span` from the saved slots.
+    fn derived_fields_agree(&self) -> bool {
+        const RSP_BIT: u8 = 1 << RSP_SLOT;
+        const RA_BIT: u8 = 1 << RA_SLOT;
+        let f = self.flags;
+        let has = |bits: u8, flag: u8| u8::from(bits & flag != 0);
+        // The stack pointer's rule is one of: no rule, same_value, undefined, an offset;
+        // the return address's one of: same_value, none or undefined (the end), an offset.
+        let sp_rules = has(f, F_SP_CFA)
+            + has(f, F_SP_SAME)
+            + has(self.forget, RSP_BIT)
+            + has(self.saved, RSP_BIT);
+        let ra_rules = has(f, F_RA_SAME) + has(f, F_ENDS) + has(self.saved, RA_BIT);
+        let slots_ok = self.saved & self.forget == 0
+            && f & !(F_ENDS | F_RA_SAME | F_SP_CFA | F_SP_SAME | F_RECORD) == 0
+            && sp_rules == 1
+            && ra_rules == 1
+            && (f & F_ENDS != 0) == (self.forget & RA_BIT != 0);
+        if !slots_ok {
+            return false;
+        }
+        let mut set = slot_regs(self.saved);
+        if f & F_SP_CFA != 0 {
+            set |= 1 << RSP;
+        }
+        let (mut lo, mut hi) = (i32::MAX, i32::MIN);
+        for (slot, &words) in self.offsets.iter().enumerate() {
+            if self.saved & (1 << slot) != 0 {
+                lo = lo.min(i32::from(words));
+                hi = hi.max(i32::from(words));
+            } else if words != 0 {
+                return false;
+            }
+        }
+        let (lo, span) = if lo <= hi {
+            // Both are i8: no overflow.
+            (lo as i8, u8::try_from(hi - lo + 1).unwrap_or(0))
+        } else {
+            (0, 0)
+        };
+        let record = self.cfa_reg == RBP as u8
+            && self.cfa_offset == 16
+            && self.saved == (1 << RBP_SLOT) | RA_BIT
+            && self.forget == 0
+            && f & !F_RECORD == F_SP_CFA
+            && self.offsets.get(RBP_SLOT) == Some(&-2)
+            && self.offsets.get(RA_SLOT) == Some(&-1);
+        self.set == set && self.lo == lo && self.span == span && (f & F_RECORD != 0) == record
+    }
+
     /// Whether this is a row (not [`CompactRow::EMPTY`] nor [`CompactRow::FULL`]).
     #[inline]
     pub fn is_row(&self) -> bool {

@@ -25,6 +25,7 @@
 //! * [`step`]: applying a row to the registers of a frame (one frame up).
 //! * [`compact`]: the compact form nearly every row has, and its fast step.
 //! * [`cache`]: the caller-owned row cache.
+//! * [`shared_rows`]: the row table all CPUs share, behind the per-CPU row caches.
 //! * [`unwinder`]: the walk driver, with the frame-pointer fallback.
 
 pub mod cache;
@@ -39,6 +40,7 @@ pub mod memory;
 pub mod modules;
 pub mod regs;
 pub mod row;
+pub mod shared_rows;
 pub mod step;
 pub mod unwinder;
 
@@ -55,6 +57,8 @@ pub use memory::{ReadAhead, StackWindow, UnwindMemory};
 pub use regs::Regs;
 #[allow(unused_imports)]
 pub use row::Row;
+#[allow(unused_imports)]
+pub use shared_rows::{SharedRows, SharedSlot, SHARED_ROW_ENTRIES};
 #[allow(unused_imports)]
 pub use unwinder::{
     walk, walk_in, Located, Lookup, Mode, ModuleInfo, Stop, UnwindInfoSource, Unwinder, WalkParams,

@@ -11,6 +11,8 @@
 //!   gives the frames, the stop reason and the frame counts of the reference walk (the
 //!   general step on every frame, no cache).
 //! * The row cache keeps rows without a compact form whole, and forgets them in turn.
+//! * A row's words (the shared row table's form) give the row back, and words that are
+//!   not a row's give none or a row that steps as its own full row does.
 #![cfg(not(loom))]
 
 mod cfi_common;
@@ -86,6 +88,12 @@ fn compare(
     rounds: usize,
     stack: &mut (SegMem, u64),
 ) -> usize {
+    // The words the table all CPUs share keeps give the row back.
+    assert_eq!(
+        CompactRow::from_words(c.to_words()),
+        Some(*c),
+        "words of {c:?}"
+    );
     let mut ok = 0;
     for _ in 0..rounds {
         let (mem, base) = (&mut stack.0, stack.1);
@@ -783,4 +791,52 @@ fn hot_rows_in_front_of_the_shared_cache() {
     };
     assert_eq!(l.lookup(1, 0x300), Some(c));
     assert_eq!(l.lookup(1, 0x400), None);
+}
+
+/// Words from anywhere (the shared row table's entries are words; a torn or foreign entry is
+/// rejected by its sequence number, and this is the second line): `from_words` gives no row,
+/// or a row that `from_row` makes of the rules it stands for (so it keeps the type's
+/// invariants), whose words are the words given (less the unused byte), and which steps
+/// exactly as the full row it stands for.
+#[test]
+fn words_give_a_row_back_or_none() {
+    let mut rng = Rng(0x5a_4ed0);
+    assert_eq!(CompactRow::from_words(CompactRow::EMPTY.to_words()), None);
+    assert_eq!(CompactRow::from_words(CompactRow::FULL.to_words()), None);
+    assert_eq!(CompactRow::from_words([0; 3]), None);
+    let mut accepted = 0;
+    for i in 0..200_000u32 {
+        // Random words, and a real row's words with a few bits flipped.
+        let words = if i % 2 == 0 {
+            [rng.next(), rng.next(), rng.next()]
+        } else {
+            let mut row = Row::EMPTY;
+            row.rules.cfa = CfaRule::RegOffset {
+                reg: [RSP, RBP, RBX][rng.below(3) as usize],
+                offset: 8 * rng.below(40) as i32,
+            };
+            row.rules.regs[RA as usize] = Rule::Offset(-8);
+            for reg in [RBX, RBP, R12, R13, R14, R15] {
+                if rng.below(2) == 0 {
+                    row.rules.regs[reg as usize] = Rule::Offset(-8 * (2 + rng.below(8) as i32));
+                }
+            }
+            let mut w = CompactRow::from_row(&row).unwrap().to_words();
+            let bit = rng.below(192);
+            w[bit as usize / 64] ^= 1 << (bit % 64);
+            w
+        };
+        let Some(c) = CompactRow::from_words(words) else {
+            continue;
+        };
+        accepted += 1;
+        assert_eq!(CompactRow::from_row(&c.to_row()), Some(c), "accepted {c:?}");
+        let mut expect = words;
+        expect[1] &= !(0xff << 56);
+        assert_eq!(c.to_words(), expect, "{c:?}");
+        let mut stack = some_stack(&mut rng);
+        compare(&c.to_row(), &c, &mut rng, 2, &mut stack);
+    }
+    println!("{accepted} of 200000 word triples are rows");
+    assert!(accepted > 10_000, "{accepted}");
 }

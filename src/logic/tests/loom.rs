@@ -188,3 +188,54 @@ fn cancel_clears_bit() {
         assert!(!w.state.is_pending());
     });
 }
+
+/// The row table all CPUs share (src/logic/cfi/shared_rows.rs), one set: two walks on other
+/// CPUs store rows (one replaces a key's row with another), a third looks them up. A lookup
+/// finds nothing or a row stored whole for its key, never a torn one or another key's.
+#[test]
+fn shared_rows_never_give_a_torn_row() {
+    use unwind_logic::cfi::regs::{RA, RBX, RSP};
+    use unwind_logic::cfi::row::{CfaRule, Row, Rule};
+    use unwind_logic::cfi::shared_rows::{SharedRows, SharedSlot, SHARED_ROW_WAYS};
+    use unwind_logic::cfi::CompactRow;
+
+    fn row(offset: i32, rbx: bool) -> CompactRow {
+        let mut r = Row::EMPTY;
+        r.rules.cfa = CfaRule::RegOffset { reg: RSP, offset };
+        r.rules.regs[RA as usize] = Rule::Offset(-8);
+        if rbx {
+            r.rules.regs[RBX as usize] = Rule::Offset(-16);
+        }
+        CompactRow::from_row(&r).unwrap()
+    }
+    loom::model(|| {
+        let (a, b, c) = (row(16, true), row(48, false), row(24, true));
+        let t = Arc::new(SharedRows::new(
+            (0..SHARED_ROW_WAYS)
+                .map(|_| SharedSlot::new())
+                .collect::<Vec<_>>(),
+        ));
+        let t1 = t.clone();
+        let w1 = thread::spawn(move || {
+            t1.store(1, 0x10, &a);
+            t1.store(1, 0x10, &b);
+        });
+        let t2 = t.clone();
+        let w2 = thread::spawn(move || t2.store(1, 0x20, &c));
+        for _ in 0..2 {
+            if let Some(r) = t.lookup(1, 0x10) {
+                assert!(r == a || r == b, "{r:?}");
+            }
+            if let Some(r) = t.lookup(1, 0x20) {
+                assert_eq!(r, c);
+            }
+        }
+        w1.join().unwrap();
+        w2.join().unwrap();
+        // Once the writers are done, the last row of each key is there (a store that met
+        // another writer on its entry may be dropped: then nothing, never an old row).
+        if let Some(r) = t.lookup(1, 0x10) {
+            assert_eq!(r, b);
+        }
+    });
+}
