@@ -64,19 +64,18 @@ impl BuildIdCache {
         }
     }
 
-    /// The entries of `key`'s set.
-    fn set(&self, key: &FileKey) -> &[Entry] {
+    /// The range of the entries of `key`'s set.
+    fn set_range(key: &FileKey) -> core::ops::Range<usize> {
         let first = set_of(key) * BUILD_ID_WAYS;
-        self.entries
-            .get(first..first + BUILD_ID_WAYS)
-            .unwrap_or(&[])
+        first..first + BUILD_ID_WAYS
     }
 
     /// The build-id kept for `key`, copied into `out`: its length (0: the file has none),
     /// or `None` if the file must be read.
     pub fn lookup(&self, key: &FileKey, out: &mut [u8; BUILD_ID_SIZE_MAX]) -> Option<usize> {
         let entry = self
-            .set(key)
+            .entries
+            .get(Self::set_range(key))?
             .iter()
             .find(|entry| entry.key.as_ref() == Some(key))?;
         let len = usize::from(entry.len).min(BUILD_ID_SIZE_MAX);
@@ -89,8 +88,7 @@ impl BuildIdCache {
     /// oldest (a set keeps its files in the order they came, empty entries last). An id
     /// longer than [`BUILD_ID_SIZE_MAX`] is kept as none.
     pub fn store(&mut self, key: &FileKey, id: &[u8]) {
-        let first = set_of(key) * BUILD_ID_WAYS;
-        let Some(set) = self.entries.get_mut(first..first + BUILD_ID_WAYS) else {
+        let Some(set) = self.entries.get_mut(Self::set_range(key)) else {
             return;
         };
         let at = match set
