@@ -12,6 +12,17 @@ pub trait UserMemory {
     /// if either word cannot be read. The walker reads one record per frame, so a reader
     /// fetches both words at once (the module: one user-access section).
     fn read_frame(&mut self, fp: u64) -> Option<[u64; 2]>;
+
+    /// The frame record at `fp` if the reader holds it already (no read, no fault): the
+    /// walk's common step, before it checks `fp` in full. Only an 8-byte aligned `fp` at or
+    /// above an address the walk passed to [`UserMemory::read_frame`] may give `Some` (so
+    /// that a record held is one the walk's lower bound and alignment admit), and only the
+    /// words `read_frame` would give for it. `None` (the default) sends the walk to the
+    /// full checks and `read_frame`.
+    #[inline(always)]
+    fn held_frame(&self, _fp: u64) -> Option<[u64; 2]> {
+        None
+    }
 }
 
 /// Reads consecutive 8-byte words of user memory: the primitive under [`Windowed`].
@@ -35,12 +46,15 @@ pub const WINDOW_WORDS: usize = 32;
 ///
 /// # Invariants
 ///
-/// `words[..len]` holds the user words at `base`, `base + 8`, ...
+/// `words[..len]` holds the user words at `base`, `base + 8`, ...; `last` is
+/// `len.saturating_sub(1)` (the records held start at the first `last` words); `base` is an
+/// address the walk passed to [`UserMemory::read_frame`] (or 0 with `len == 0`).
 pub struct Windowed<R> {
     reader: R,
     page_size: u64,
     base: u64,
     len: usize,
+    last: u64,
     words: [u64; WINDOW_WORDS],
 }
 
@@ -53,6 +67,7 @@ impl<R: WordReader> Windowed<R> {
             page_size,
             base: 0,
             len: 0,
+            last: 0,
             words: [0; WINDOW_WORDS],
         }
     }
@@ -62,18 +77,19 @@ impl<R: WordReader> Windowed<R> {
         &self.reader
     }
 
-    #[inline]
+    #[inline(always)]
     fn cached(&self, fp: u64) -> Option<[u64; 2]> {
-        if fp & 7 != 0 {
+        // One comparison for alignment and both ends: below `base` the difference wraps to
+        // a huge word, and an unaligned one keeps its low bits at the top after the
+        // rotation. So `i < last` exactly when `fp` is `base + 8 * i` (`base` is below the
+        // end of user space, so `base + 8 * i` does not wrap).
+        let i = fp.wrapping_sub(self.base).rotate_right(3);
+        if i >= self.last {
             return None;
         }
-        // One comparison for both ends: below `base` the difference wraps to a huge word.
-        let i = fp.wrapping_sub(self.base) / 8;
-        if i.wrapping_add(1) >= self.len as u64 {
-            return None;
-        }
-        // `i + 1 < len <= WINDOW_WORDS` (invariant), so the masks change nothing: they only
-        // spare the bounds checks (no indexing that could panic: the module has no unwinding).
+        // `i + 1 <= last < len <= WINDOW_WORDS` (invariant), so the masks change nothing:
+        // they only spare the bounds checks (no indexing that could panic: the module has
+        // no unwinding).
         let i = i as usize;
         Some([
             self.words[i % WINDOW_WORDS],
@@ -85,6 +101,9 @@ impl<R: WordReader> Windowed<R> {
 impl<R: WordReader> UserMemory for Windowed<R> {
     #[inline]
     fn read_frame(&mut self, fp: u64) -> Option<[u64; 2]> {
+        if fp & 7 != 0 {
+            return None;
+        }
         if let Some(record) = self.cached(fp) {
             return Some(record);
         }
@@ -92,10 +111,17 @@ impl<R: WordReader> UserMemory for Windowed<R> {
         let in_page = fp & self.page_size.wrapping_sub(1);
         let to_page_end = self.page_size.wrapping_sub(in_page) / 8;
         let want = (to_page_end as usize).clamp(2, WINDOW_WORDS);
-        // INVARIANT: `len` words were read at `base`.
+        // INVARIANT: `len` words were read at `base`, an address passed to `read_frame`.
         let window = self.words.get_mut(..want)?;
         self.base = fp;
         self.len = self.reader.read_words(fp, window).min(want);
+        self.last = self.len.saturating_sub(1) as u64;
+        self.cached(fp)
+    }
+
+    #[inline(always)]
+    fn held_frame(&self, fp: u64) -> Option<[u64; 2]> {
+        // Aligned and at or above `base` when `Some` (see `cached`): as the trait asks.
         self.cached(fp)
     }
 }
@@ -151,27 +177,62 @@ pub fn walk(
     let fp_limit = user_end.saturating_sub(16);
     let span = fp_limit.saturating_sub(low);
     loop {
-        // The frame record must be aligned and in that range (0, out of it, ends the chain).
+        // The common step, while the reader holds the records (see
+        // `UserMemory::held_frame`): `fp` is then aligned and at or above an `fp` that passed
+        // the full checks below, so at or above `low`; with `fp < fp_limit` and room left,
+        // those checks would pass too. (A loop of its own: merged into the one below, the
+        // compiler tested the room twice and moved between the two paths, 27 instructions
+        // a frame instead of 19.)
+        while n < out.len() && fp < fp_limit {
+            let Some(record) = mem.held_frame(fp) else {
+                break;
+            };
+            fp = match take(record, fp, user_end, out, &mut n) {
+                Ok(next_fp) => next_fp,
+                Err(stop) => return (n, stop),
+            };
+        }
+        // The frame record must be aligned and in range (0, out of it, ends the chain).
         if fp & 7 != 0 || fp.wrapping_sub(low) >= span {
             return (n, if fp == 0 { Stop::End } else { Stop::Invalid });
         }
         if n == out.len() {
             return (n, Stop::Full);
         }
-        let Some([next_fp, ret]) = mem.read_frame(fp) else {
+        let Some(record) = mem.read_frame(fp) else {
             return (n, Stop::Fault);
         };
-        // One comparison for both: 0 wraps to the largest word.
-        if ret.wrapping_sub(1) >= user_end.wrapping_sub(1) {
-            return (n, if ret == 0 { Stop::End } else { Stop::Invalid });
-        }
-        out[n] = ret;
-        n += 1;
-        // Frames grow down, so callers' frames are at strictly higher addresses: this also
-        // guarantees termination on a corrupted (cyclic) chain.
-        if next_fp != 0 && next_fp <= fp {
-            return (n, Stop::Invalid);
-        }
-        fp = next_fp;
+        fp = match take(record, fp, user_end, out, &mut n) {
+            Ok(next_fp) => next_fp,
+            Err(stop) => return (n, stop),
+        };
     }
+}
+
+/// Takes the frame record `[next fp, return address]` read at `fp`: appends the return
+/// address to `out` at `*n` (the caller made sure there is room) and returns the next frame
+/// pointer, or why the walk ends there.
+#[inline(always)]
+fn take(
+    record: [u64; 2],
+    fp: u64,
+    user_end: u64,
+    out: &mut [u64],
+    n: &mut usize,
+) -> Result<u64, Stop> {
+    let [next_fp, ret] = record;
+    // One comparison for both: 0 wraps to the largest word.
+    if ret.wrapping_sub(1) >= user_end.wrapping_sub(1) {
+        return Err(if ret == 0 { Stop::End } else { Stop::Invalid });
+    }
+    if let Some(slot) = out.get_mut(*n) {
+        *slot = ret;
+        *n += 1;
+    }
+    // Frames grow down, so callers' frames are at strictly higher addresses: this also
+    // guarantees termination on a corrupted (cyclic) chain.
+    if next_fp != 0 && next_fp <= fp {
+        return Err(Stop::Invalid);
+    }
+    Ok(next_fp)
 }

@@ -346,3 +346,52 @@ fn bounds_are_exact_at_their_edges() {
         (1, Stop::Invalid)
     );
 }
+
+/// A window holds exactly the records it read: `held_frame` answers for the aligned
+/// addresses from the last read's address up to the one whose record ends at the window's
+/// end, with the words `read_frame` gives, and for nothing else (unaligned, below, above,
+/// far away in either direction, wrapping).
+#[test]
+fn a_window_holds_exactly_the_records_it_read() {
+    let sp = 0x7ffd_0000_1000u64;
+    let mut mem = Mem::default();
+    for i in 0..(2 * WINDOW_WORDS as u64) {
+        mem.0.insert(sp + 8 * i, 0x1000 + i);
+    }
+    let mut w = windowed(&mem);
+    assert_eq!(w.held_frame(sp), None, "nothing before the first read");
+    let fp = sp + 8;
+    assert_eq!(w.read_frame(fp), Some([0x1001, 0x1002]));
+    let held = |w: &Windowed<Words>, a: u64| w.held_frame(a);
+    for k in 0..(WINDOW_WORDS as u64 - 1) {
+        let a = fp + 8 * k;
+        assert_eq!(held(&w, a), Some([0x1001 + k, 0x1002 + k]), "record {k}");
+    }
+    for a in [
+        fp + 8 * (WINDOW_WORDS as u64 - 1),
+        fp + 8 * WINDOW_WORDS as u64,
+        fp - 8,
+        fp + 1,
+        fp + 4,
+        fp + 8 * 3 + 7,
+        fp.wrapping_sub(1 << 61),
+        fp.wrapping_add(1 << 61),
+        fp.wrapping_add(1 << 63),
+        0,
+        u64::MAX,
+    ] {
+        assert_eq!(held(&w, a), None, "{a:#x} is not held");
+    }
+    // A short window (a record that straddles the end of what can be read) holds less.
+    let mut short = Mem::default();
+    short.0.insert(sp, 1);
+    short.0.insert(sp + 8, 2);
+    short.0.insert(sp + 16, 3);
+    let mut w = windowed(&short);
+    assert_eq!(w.read_frame(sp), Some([1, 2]));
+    assert_eq!(w.held_frame(sp + 8), Some([2, 3]));
+    assert_eq!(w.held_frame(sp + 16), None);
+    // An unaligned read is refused and leaves nothing held there.
+    assert_eq!(w.read_frame(sp + 4), None);
+    assert_eq!(w.held_frame(sp + 4), None);
+}
