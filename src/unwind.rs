@@ -57,9 +57,42 @@ pub(crate) struct StackCache {
     /// The rows of the code the task runs most (in front of the per-CPU row caches, which
     /// each lookup must reach with preemption off).
     hot: HotRows,
-    /// The stack window of the task's CFI walks: kept here so that a walk does not zero a
-    /// new one on the stack of the task work (512 bytes) each time.
-    window: StackWindow,
+    /// The stack window of the task's walks: kept here so that a walk does not zero a new
+    /// one on the stack of the task work (512 bytes, 256 for a frame-pointer walk) each
+    /// time.
+    window: WalkWindow,
+}
+
+/// The stack window of the unwinder the task's last walk ran (one at a time: the cache has
+/// no room for both; a change of `unwinder` builds the other one).
+enum WalkWindow {
+    Cfi(StackWindow),
+    Fp(Windowed<CurrentUserMemory>),
+}
+
+impl WalkWindow {
+    /// Runs `walk` with the window of a CFI (or `auto`) walk, built in place of the other
+    /// kind if that is there (a change of `unwinder`: the first walk after it).
+    fn cfi<T>(&mut self, walk: impl FnOnce(&mut StackWindow) -> T) -> T {
+        if let WalkWindow::Cfi(window) = self {
+            return walk(window);
+        }
+        let mut window = StackWindow::new();
+        let result = walk(&mut window);
+        *self = WalkWindow::Cfi(window);
+        result
+    }
+
+    /// Runs `walk` with the window of a frame-pointer walk, likewise.
+    fn fp<T>(&mut self, walk: impl FnOnce(&mut Windowed<CurrentUserMemory>) -> T) -> T {
+        if let WalkWindow::Fp(window) = self {
+            return walk(window);
+        }
+        let mut window = Windowed::new(CurrentUserMemory, kernel::page::PAGE_SIZE as u64);
+        let result = walk(&mut window);
+        *self = WalkWindow::Fp(window);
+        result
+    }
 }
 
 // A kmalloc bucket of 8 KiB at most.
@@ -77,7 +110,7 @@ impl StackCache {
                 entries: [0; MAX_ENTRIES],
                 maps: TaskMaps::new(),
                 hot: HotRows::new(),
-                window: StackWindow::new(),
+                window: WalkWindow::Cfi(StackWindow::new()),
             }),
             GFP_KERNEL,
         )
@@ -263,11 +296,12 @@ impl UnwindInfoSource for TaskModules<'_> {
 /// its loop is the hot path of `unwinder=fp`, and compiled inside the caller it came out
 /// a few instructions a frame longer.
 #[inline(never)]
-fn walk_current_fp(out: &mut [u64], user_end: u64, page: u64) -> usize {
+fn walk_current_fp(out: &mut [u64], user_end: u64, window: &mut Windowed<CurrentUserMemory>) -> usize {
     let (ip, sp, fp) = sys::current_user_regs();
     let regs = UserRegs { ip, sp, fp };
-    let mut mem = Windowed::new(CurrentUserMemory, page);
-    walker::walk(&mut mem, regs, user_end, out).0
+    // What an earlier walk read is stale: this walk reads its own.
+    window.forget();
+    walker::walk(window, regs, user_end, out).0
 }
 
 /// Walks the current task's user stack into `out`: how many entries were written.
@@ -276,7 +310,7 @@ fn walk_current(
     out: &mut [u64],
     maps: &mut TaskMaps,
     hot: &mut HotRows,
-    window: &mut StackWindow,
+    window: &mut WalkWindow,
 ) -> usize {
     let user_end = sys::user_end();
     let page = kernel::page::PAGE_SIZE as u64;
@@ -287,7 +321,7 @@ fn walk_current(
     };
     if mode == Mode::Fp {
         add_unwinder(UnwinderCounter::walks_fp, 1);
-        return walk_current_fp(out, user_end, page);
+        return window.fp(|window| walk_current_fp(out, user_end, window));
     }
     let values = sys::current_user_regs_dwarf();
     let params = WalkParams::new(mode, user_end, page);
@@ -300,15 +334,17 @@ fn walk_current(
         hot,
         shared: PerCpuRows { rows: &caches.rows, all: &caches.shared_rows, lookups: 0, from_all: 0 },
     };
-    let r = cfi::walk_in(
-        window,
-        &mut CurrentUserMemory,
-        &mut modules,
-        &mut rows,
-        &Regs::all_known(values),
-        &params,
-        out,
-    );
+    let r = window.cfi(|window| {
+        cfi::walk_in(
+            window,
+            &mut CurrentUserMemory,
+            &mut modules,
+            &mut rows,
+            &Regs::all_known(values),
+            &params,
+            out,
+        )
+    });
     let walks = if mode == Mode::Cfi { UnwinderCounter::walks_cfi } else { UnwinderCounter::walks_auto };
     add_walk(
         &[
@@ -343,7 +379,13 @@ pub(crate) fn current_stack<'a>(cache: Option<&'a mut StackCache>, caches: &Unwi
         return &mut cache.entries[..nr];
     }
     let nr = if sys::current_has_mm() {
-        walk_current(caches, &mut cache.entries, &mut cache.maps, &mut cache.hot, &mut cache.window)
+        walk_current(
+            caches,
+            &mut cache.entries,
+            &mut cache.maps,
+            &mut cache.hot,
+            &mut cache.window,
+        )
     } else {
         0 // exit_mm() already ran: the task exits with a pending request.
     };

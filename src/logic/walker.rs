@@ -60,7 +60,7 @@ pub struct Windowed<R> {
 
 impl<R: WordReader> Windowed<R> {
     /// A reader over `reader` for a system with `page_size` (a power of two) byte pages.
-    pub fn new(reader: R, page_size: u64) -> Self {
+    pub const fn new(reader: R, page_size: u64) -> Self {
         // INVARIANT: the window is empty.
         Self {
             reader,
@@ -70,6 +70,14 @@ impl<R: WordReader> Windowed<R> {
             last: 0,
             words: [0; WINDOW_WORDS],
         }
+    }
+
+    /// Forgets the window (the next read reads): for a reader kept from one walk to the
+    /// next, so that a walk neither zeroes a new one nor uses what an earlier walk read.
+    pub fn forget(&mut self) {
+        // INVARIANT: the window is empty.
+        self.len = 0;
+        self.last = 0;
     }
 
     /// The underlying reader (tests count its calls).
