@@ -99,6 +99,9 @@ bool ud_task_work_cancel(struct task_struct *task, struct callback_head *head);
 
 /* --- Callback registry -------------------------------------------------------------- */
 
+/* A task's known mappings (opaque: src/logic/resolve.rs KnownMappings). */
+struct ud_known_mappings;
+
 void ud_registry_lock(void);
 void ud_registry_unlock(void);
 int ud_srcu_read_lock(void);
@@ -108,9 +111,13 @@ void ud_synchronize_srcu(void);
 int ud_work_bit(const struct unwind_work *work);
 void ud_work_init(struct unwind_work *work, unwind_callback_fn func, int bit);
 void ud_work_set_bit(struct unwind_work *work, int bit);
-/* Calls work->func(work, {nr, entries}, cookie). */
+/*
+ * Calls work->func(work, {nr, entries}, cookie); the trace is the first member of a
+ * struct ud_stacktrace carrying @known (the task's known mappings, lent for the call; may
+ * be NULL), which the module's own callbacks read (src/ftrace/stack.c).
+ */
 void ud_work_call(struct unwind_work *work, unsigned long *entries, unsigned int nr,
-		  ud_u64 cookie);
+		  ud_u64 cookie, struct ud_known_mappings *known);
 
 /* --- Misc kernel services ----------------------------------------------------------- */
 
@@ -123,6 +130,13 @@ void ud_pr_warn_table_full(void);
 bool ud_stack_lookup(void *ctx, ud_u64 addr, struct ud_mapping *mapping);
 /* A run of frames in @file starts: its hash (and the file's announcement, if due). */
 unsigned int ud_stack_file_run(void *ctx, void *file);
+/*
+ * A stack resolved without lookups meets the files of @hashes (@nr of them, as often as
+ * ud_stack_file_run() would have been called for them): counts those uses in @ctx's
+ * instance and returns true if none of them needs an announcement; otherwise changes
+ * nothing and returns false.
+ */
+bool ud_stack_files_use(void *ctx, const unsigned int *hashes, unsigned int nr);
 
 /* --- Implemented in Rust, called from C --------------------------------------------- */
 
@@ -167,8 +181,17 @@ int ud_rs_cookie_follows_event(ud_u64 subbuf_size, ud_u64 subbuf_header, ud_u64 
  * ud_stack_file_run() when a run of frames in a file starts. @runs needs no initialisation;
  * free it with ud_rs_runs_free(). runs->covered < @nr only when out of memory.
  */
-void ud_rs_resolve_stack(void *ctx, const ud_u64 *frames, unsigned int nr,
-			 struct ud_runs *runs);
+void ud_rs_resolve_stack(void *ctx, struct ud_known_mappings *known, const ud_u64 *frames,
+			 unsigned int nr, struct ud_runs *runs);
+/*
+ * The task's known mappings (opaque: src/logic/resolve.rs), lent to a stack's callbacks by
+ * the task work; ud_rs_resolve_stack() records into them (if not NULL) what it looks up.
+ * ud_rs_resolve_known() resolves a stack from them alone, without the mmap lock: true if it
+ * did (every frame in a known mapping, the address space unchanged since, the uses counted
+ * through ud_stack_files_use()); false leaves @runs as if empty (call ud_rs_resolve_stack()).
+ */
+bool ud_rs_resolve_known(void *ctx, struct ud_known_mappings *known, const ud_u64 *frames,
+			 unsigned int nr, struct ud_runs *runs);
 /* Frees what ud_rs_resolve_stack() allocated for @runs (if anything). */
 void ud_rs_runs_free(struct ud_runs *runs);
 /*
@@ -182,6 +205,9 @@ struct ud_file_cache;
 struct ud_file_cache *ud_rs_file_cache_new(void);
 void ud_rs_file_cache_free(struct ud_file_cache *cache);
 bool ud_rs_file_cache_use(struct ud_file_cache *cache, ud_u64 generation, unsigned int hash);
+/* The uses of ud_stack_files_use(), in the cache (its caller holds the instance's lock). */
+bool ud_rs_file_cache_use_all(struct ud_file_cache *cache, ud_u64 generation,
+			      const unsigned int *hashes, unsigned int nr);
 /* The tracer's build-id cache (src/logic/build_id_cache.rs); the caller serialises its use. */
 struct ud_build_id_cache;
 struct ud_build_id_cache *ud_rs_build_id_cache_new(void);

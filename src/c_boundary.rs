@@ -19,6 +19,7 @@ use crate::ffi;
 use crate::logic::build_id_cache::{BuildIdCache, FileKey, BUILD_ID_SIZE_MAX};
 use crate::logic::cookie_placement::Placement;
 use crate::logic::file_cache::FileCache;
+use crate::logic::resolve::KnownMappings;
 use crate::logic::{file_id, option};
 use crate::sys::{self, CurrentTask, StackContext, WorkPtr};
 use crate::{deferred, ftrace, stats};
@@ -236,39 +237,42 @@ pub(crate) extern "C" fn ud_rs_cookie_follows_event(
     placement.follows() as i32
 }
 
-/// Resolves a stack for a `user_unwind_stack` event into `runs` (see
-/// [`crate::logic::resolve`]); [`ud_rs_runs_free`] frees what it may allocate.
+/// `runs`' array of small runs, as uninitialised memory.
 ///
 /// # Safety
 ///
-/// `frames` is valid for reading `nr` elements and `runs` for writing (its contents may be
-/// uninitialised); `ctx` is what `ud_stack_lookup()` and `ud_stack_file_run()` expect, valid
-/// during the call.
-#[no_mangle]
-pub(crate) unsafe extern "C" fn ud_rs_resolve_stack(
-    ctx: *mut c_void,
-    frames: *const u64,
-    nr: u32,
-    runs: *mut ffi::ud_runs,
-) {
+/// `runs` is valid for writing (its contents may be uninitialised), for `'a`.
+unsafe fn small_runs<'a>(runs: *mut ffi::ud_runs) -> &'a mut [MaybeUninit<ffi::ud_run>] {
     // SAFETY: guaranteed by our caller. No reference to `*runs` is formed: the C caller
     // leaves it uninitialised (zeroing 280 bytes per stack for nothing), so `small` is seen
     // as what it is.
-    let (frames, small) = unsafe {
-        (
-            // (Empty: `frames` may then be null, which a slice may not.)
-            if nr == 0 { &[] } else { core::slice::from_raw_parts(frames, nr as usize) },
-            core::slice::from_raw_parts_mut(
-                core::ptr::addr_of_mut!((*runs).small).cast::<MaybeUninit<ffi::ud_run>>(),
-                ffi::UD_SMALL_RUNS as usize,
-            ),
+    unsafe {
+        core::slice::from_raw_parts_mut(
+            core::ptr::addr_of_mut!((*runs).small).cast::<MaybeUninit<ffi::ud_run>>(),
+            ffi::UD_SMALL_RUNS as usize,
         )
-    };
-    let resolved = match NonNull::new(ctx) {
-        // SAFETY: guaranteed by our caller; the context lives during this call only.
-        Some(ctx) => ftrace::resolve_stack(unsafe { StackContext::new(ctx) }, frames, small),
-        None => ftrace::StackRuns { nr_small: 0, heap: None, covered: 0 },
-    };
+    }
+}
+
+/// `nr` frames at `frames` (empty: `frames` may then be null, which a slice may not).
+///
+/// # Safety
+///
+/// `frames` is valid for reading `nr` elements for `'a` if `nr > 0`.
+unsafe fn frames_of<'a>(frames: *const u64, nr: u32) -> &'a [u64] {
+    if nr == 0 {
+        return &[];
+    }
+    // SAFETY: guaranteed by our caller.
+    unsafe { core::slice::from_raw_parts(frames, nr as usize) }
+}
+
+/// Writes a resolved stack into `runs`.
+///
+/// # Safety
+///
+/// `runs` is valid for writing.
+unsafe fn write_runs(runs: *mut ffi::ud_runs, resolved: ftrace::StackRuns) {
     let (heap, nr_heap, heap_cap) = match resolved.heap {
         // INVARIANT: a KVec's parts, taken back by ud_rs_runs_free() (lengths and capacities
         // are at most one per frame, so they fit in u32 as `nr` does).
@@ -283,6 +287,72 @@ pub(crate) unsafe extern "C" fn ud_rs_resolve_stack(
         (*runs).heap_cap = heap_cap as u32;
         (*runs).covered = resolved.covered as u32;
     }
+}
+
+/// Resolves a stack for a `user_unwind_stack` event into `runs` (see
+/// [`crate::logic::resolve`]), keeping what it looks up in `known` (if not null);
+/// [`ud_rs_runs_free`] frees what it may allocate.
+///
+/// # Safety
+///
+/// `frames` is valid for reading `nr` elements and `runs` for writing (its contents may be
+/// uninitialised); `ctx` is what `ud_stack_lookup()` and `ud_stack_file_run()` expect, valid
+/// during the call; `known` is null or a task's known mappings the caller may use alone
+/// during the call (lent by the task work, see `ud_work_call()`).
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_resolve_stack(
+    ctx: *mut c_void,
+    known: *mut ffi::ud_known_mappings,
+    frames: *const u64,
+    nr: u32,
+    runs: *mut ffi::ud_runs,
+) {
+    // SAFETY: guaranteed by our caller.
+    let (frames, small) = unsafe { (frames_of(frames, nr), small_runs(runs)) };
+    // SAFETY: null or ours alone during the call (our caller).
+    let known = unsafe { known.cast::<KnownMappings>().as_mut() };
+    let resolved = match NonNull::new(ctx) {
+        // SAFETY: guaranteed by our caller; the context lives during this call only.
+        Some(ctx) => ftrace::resolve_stack(unsafe { StackContext::new(ctx) }, known, frames, small),
+        None => ftrace::StackRuns { nr_small: 0, heap: None, covered: 0 },
+    };
+    // SAFETY: `runs` is valid for writing (our caller).
+    unsafe { write_runs(runs, resolved) };
+}
+
+/// Resolves a stack into `runs` from the task's `known` mappings alone, without the mmap
+/// lock (see [`ftrace::resolve_stack_known`]): whether it did. If not, `runs` is written as
+/// empty (freeing it is a no-op) and nothing was counted: the caller calls
+/// [`ud_rs_resolve_stack`].
+///
+/// # Safety
+///
+/// As [`ud_rs_resolve_stack`] (`ctx` is also what `ud_stack_files_use()` expects), with
+/// `known` not null.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_resolve_known(
+    ctx: *mut c_void,
+    known: *mut ffi::ud_known_mappings,
+    frames: *const u64,
+    nr: u32,
+    runs: *mut ffi::ud_runs,
+) -> bool {
+    // SAFETY: guaranteed by our caller.
+    let (frames, small) = unsafe { (frames_of(frames, nr), small_runs(runs)) };
+    // SAFETY: not null and ours alone during the call (our caller).
+    let known = unsafe { known.cast::<KnownMappings>().as_ref() };
+    let resolved = match (NonNull::new(ctx), known) {
+        // SAFETY: guaranteed by our caller; the context lives during this call only.
+        (Some(ctx), Some(known)) => {
+            ftrace::resolve_stack_known(unsafe { StackContext::new(ctx) }, known, frames, small)
+        }
+        _ => None,
+    };
+    let found = resolved.is_some();
+    let resolved = resolved.unwrap_or(ftrace::StackRuns { nr_small: 0, heap: None, covered: 0 });
+    // SAFETY: `runs` is valid for writing (our caller).
+    unsafe { write_runs(runs, resolved) };
+    found
 }
 
 /// The runs `runs` holds: those in `small`, then those on the heap.
@@ -414,6 +484,32 @@ pub(crate) unsafe extern "C" fn ud_rs_file_cache_use(
     cache.use_hash(hash)
 }
 
+/// Counts the uses of `nr` hashes at `hashes` in `cache` if none needs an announcement
+/// (see [`FileCache::use_all_unannounced`]): whether it did.
+///
+/// # Safety
+///
+/// `cache` is a live FileCache of ud_rs_file_cache_new(), not used concurrently; `hashes`
+/// is valid for reading `nr` u32s.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn ud_rs_file_cache_use_all(
+    cache: *mut ffi::ud_file_cache,
+    generation: u64,
+    hashes: *const u32,
+    nr: u32,
+) -> bool {
+    // SAFETY: guaranteed by our caller.
+    let cache = unsafe { &mut *cache.cast::<FileCache>() };
+    let hashes = if nr == 0 {
+        &[][..]
+    } else {
+        // SAFETY: guaranteed by our caller.
+        unsafe { core::slice::from_raw_parts(hashes, nr as usize) }
+    };
+    cache.sync_generation(generation);
+    cache.use_all_unannounced(hashes)
+}
+
 /// A new, empty build-id cache (null when out of memory).
 #[no_mangle]
 pub(crate) extern "C" fn ud_rs_build_id_cache_new() -> *mut ffi::ud_build_id_cache {
@@ -499,12 +595,14 @@ fn rust_functions_match_their_c_declarations() {
         ffi::ud_rs_cookie_follows_event,
         ud_rs_cookie_follows_event,
     );
-    same::<unsafe extern "C" fn(_, _, _, _)>(ffi::ud_rs_resolve_stack, ud_rs_resolve_stack);
+    same::<unsafe extern "C" fn(_, _, _, _, _)>(ffi::ud_rs_resolve_stack, ud_rs_resolve_stack);
+    same::<unsafe extern "C" fn(_, _, _, _, _) -> _>(ffi::ud_rs_resolve_known, ud_rs_resolve_known);
     same::<unsafe extern "C" fn(_)>(ffi::ud_rs_runs_free, ud_rs_runs_free);
     same::<unsafe extern "C" fn(_, _, _, _, _)>(ffi::ud_rs_fill_stack, ud_rs_fill_stack);
     same::<unsafe extern "C" fn() -> _>(ffi::ud_rs_file_cache_new, ud_rs_file_cache_new);
     same::<unsafe extern "C" fn(_)>(ffi::ud_rs_file_cache_free, ud_rs_file_cache_free);
     same::<unsafe extern "C" fn(_, _, _) -> _>(ffi::ud_rs_file_cache_use, ud_rs_file_cache_use);
+    same::<unsafe extern "C" fn(_, _, _, _) -> _>(ffi::ud_rs_file_cache_use_all, ud_rs_file_cache_use_all);
     same::<unsafe extern "C" fn() -> _>(ffi::ud_rs_build_id_cache_new, ud_rs_build_id_cache_new);
     same::<unsafe extern "C" fn(_)>(ffi::ud_rs_build_id_cache_free, ud_rs_build_id_cache_free);
     same::<unsafe extern "C" fn(_, _, _) -> _>(ffi::ud_rs_build_id_lookup, ud_rs_build_id_lookup);

@@ -18,6 +18,7 @@ use kernel::prelude::*;
 use crate::ffi;
 use crate::logic::cookie;
 use crate::logic::request_state::Request;
+use crate::logic::resolve::KnownMappings;
 use crate::registry;
 use crate::stats::{self, bump, Counter};
 use crate::sys::{self, CurrentTask, IrqsOff, Published, SrcuReadGuard, WorkPtr};
@@ -238,6 +239,15 @@ pub(crate) fn task_work(head: *mut ffi::callback_head) {
         }
         cache
     });
+    // Likewise the mappings its stacks were resolved in (the callbacks resolve without them,
+    // under the mmap lock, if there is no memory for them).
+    let mut known = entry.known.take().or_else(|| {
+        let known = KBox::new(KnownMappings::new(), GFP_KERNEL).ok();
+        if known.is_none() {
+            bump(Counter::err_nomem);
+        }
+        known
+    });
     {
         // Take the bits inside the SRCU section: cancel clears a bit in every task and then
         // waits for SRCU readers, so a task work either sees the bit cleared or finishes
@@ -250,7 +260,7 @@ pub(crate) fn task_work(head: *mut ffi::callback_head) {
         while bits != 0 {
             let bit = bits.trailing_zeros();
             bits &= bits - 1;
-            if registry::call(bit, &srcu, stack, cookie) {
+            if registry::call(bit, &srcu, stack, cookie, known.as_deref_mut()) {
                 bump(Counter::callbacks);
             }
             entry.state.complete(bit);
@@ -269,6 +279,9 @@ pub(crate) fn task_work(head: *mut ffi::callback_head) {
     }
     if let Some(cache) = cache {
         entry.cache.put(cache);
+    }
+    if let Some(known) = known {
+        entry.known.put(known);
     }
     drop(reference);
     // Last access to module state (see `drain`).

@@ -11,8 +11,11 @@ use core::mem::MaybeUninit;
 use kernel::prelude::*;
 
 use crate::ffi;
-use crate::logic::resolve::{fill, resolve_runs, AddressSpace, Mapping, Run, RunStore};
-use crate::sys::StackContext;
+use crate::logic::resolve::{
+    fill, resolve_known, resolve_runs, AddressSpace, KnownMappings, Mapping, Run, RunStore,
+};
+use crate::logic::task_maps::Stamp;
+use crate::sys::{self, StackContext};
 
 /// The address space of a stack being resolved: src/ftrace/stack.c's callbacks with their
 /// context.
@@ -88,16 +91,50 @@ pub(crate) struct StackRuns {
     pub(crate) covered: usize,
 }
 
-/// Resolves a stack for a `user_unwind_stack` event (see [`resolve_runs`]): its first runs
-/// into `small`, the rest into [`StackRuns::heap`].
+/// The current task's address space stamp (see [`crate::logic::task_maps`]).
+fn current_stamp() -> Option<Stamp> {
+    sys::current_maps_stamp().map(|(exec_id, seq)| Stamp { exec_id, seq })
+}
+
+/// Resolves a stack for a `user_unwind_stack` event (see [`resolve_runs`]), the mmap lock
+/// held: its first runs into `small`, the rest into [`StackRuns::heap`]. What it looks up
+/// is kept in `known`, if any, for the task's next stacks.
 pub(crate) fn resolve_stack(
     ctx: StackContext<'_>,
+    known: Option<&mut KnownMappings>,
     frames: &[u64],
     small: &mut [MaybeUninit<ffi::ud_run>],
 ) -> StackRuns {
     let mut runs = RunsOut { small, nr_small: 0, heap: None, frames: frames.len() };
-    let covered = resolve_runs(&mut StackSpace(ctx), kernel::page::PAGE_SHIFT as u32, frames, &mut runs);
+    let shift = kernel::page::PAGE_SHIFT as u32;
+    let covered = match known {
+        // The stamp read with the lock held: no writer is changing the mappings (even).
+        Some(known) => resolve_runs(&mut known.recording(current_stamp(), StackSpace(ctx)), shift, frames, &mut runs),
+        None => resolve_runs(&mut StackSpace(ctx), shift, frames, &mut runs),
+    };
     StackRuns { nr_small: runs.nr_small, heap: runs.heap, covered }
+}
+
+/// Resolves a stack as [`resolve_stack`] would, without the mmap lock, from the task's
+/// `known` mappings alone (see [`resolve_known`]), if they hold every frame and none of the
+/// files met needs an announcement in the instance (the uses are then counted); `None`
+/// otherwise (nothing counted: resolve the stack with [`resolve_stack`]).
+pub(crate) fn resolve_stack_known(
+    mut ctx: StackContext<'_>,
+    known: &KnownMappings,
+    frames: &[u64],
+    small: &mut [MaybeUninit<ffi::ud_run>],
+) -> Option<StackRuns> {
+    // Read without the lock; odd (a writer at work) gives none. A writer that starts after
+    // this read changes nothing of what we use: the stack is resolved as the address space
+    // was at the read.
+    let stamp = current_stamp()?;
+    let mut runs = RunsOut { small, nr_small: 0, heap: None, frames: frames.len() };
+    let (covered, files) = resolve_known(known, stamp, kernel::page::PAGE_SHIFT as u32, frames, &mut runs)?;
+    if !ctx.files_use(files.hashes()) {
+        return None;
+    }
+    Some(StackRuns { nr_small: runs.nr_small, heap: runs.heap, covered })
 }
 
 /// Writes the arrays of a `user_unwind_stack` event from a stack's runs, `small` then `heap`

@@ -10,6 +10,7 @@
 use kernel::prelude::*;
 
 use crate::ffi;
+use crate::logic::resolve::KnownMappings;
 use crate::logic::work_bits::WorkBits;
 use crate::sys::{self, RegistryMutex, SrcuReadGuard, WorkPtr, WorkTable};
 
@@ -62,8 +63,14 @@ pub(crate) fn cancel(work: WorkPtr, clear_tasks: impl Fn(u32)) {
 
 /// Calls back the work owning `bit`, if any (inside the SRCU section of `srcu`): whether
 /// there was one.
-pub(crate) fn call(bit: u32, srcu: &SrcuReadGuard, stack: &mut [u64], cookie: u64) -> bool {
-    WORKS.call(bit, srcu, stack, cookie)
+pub(crate) fn call(
+    bit: u32,
+    srcu: &SrcuReadGuard,
+    stack: &mut [u64],
+    cookie: u64,
+    known: Option<&mut KnownMappings>,
+) -> bool {
+    WORKS.call(bit, srcu, stack, cookie, known)
 }
 
 /// Number of registered works.

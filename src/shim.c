@@ -32,6 +32,7 @@
 #include "../rust-bindings/shim.h"
 #include "compat.h"
 #include "hooks.h"
+#include "stacktrace.h"
 
 #define UD_VERSION "0.1.0"
 MODULE_VERSION(UD_VERSION);
@@ -338,11 +339,11 @@ void ud_work_set_bit(struct unwind_work *work, int bit)
 }
 
 void ud_work_call(struct unwind_work *work, unsigned long *entries, unsigned int nr,
-		  ud_u64 cookie)
+		  ud_u64 cookie, struct ud_known_mappings *known)
 {
-	struct unwind_stacktrace trace = { .nr = nr, .entries = entries };
+	struct ud_stacktrace stack = { .trace = { .nr = nr, .entries = entries }, .known = known };
 
-	work->func(work, &trace, cookie);
+	work->func(work, &stack.trace, cookie);
 }
 
 /* The exported API: thin forwards to Rust (src/deferred.rs documents the semantics). */

@@ -25,6 +25,7 @@ use kernel::sync::aref::ARef;
 use kernel::types::ARef;
 
 use crate::ffi;
+use crate::logic::resolve::KnownMappings;
 
 // --- Kernel facts, module parameters -----------------------------------------------------
 
@@ -646,18 +647,29 @@ impl WorkTable {
         synchronize_srcu();
     }
 
-    /// Calls back the owner of `bit`, if any, with `stack` and `cookie`: whether one was.
-    pub(crate) fn call(&self, bit: u32, _srcu: &SrcuReadGuard, stack: &mut [u64], cookie: u64) -> bool {
+    /// Calls back the owner of `bit`, if any, with `stack` and `cookie` (and `known`, the
+    /// task's known mappings, for the module's own callbacks): whether one was.
+    pub(crate) fn call(
+        &self,
+        bit: u32,
+        _srcu: &SrcuReadGuard,
+        stack: &mut [u64],
+        cookie: u64,
+        known: Option<&mut KnownMappings>,
+    ) -> bool {
         let Some(work) = self.0.get(bit as usize).map(|slot| slot.load(Ordering::Acquire)) else {
             return false;
         };
         if work.is_null() {
             return false;
         }
+        let known = known.map_or(null_mut(), |known| core::ptr::from_mut(known).cast());
         // SAFETY: a registered work, valid while our SRCU section lasts (type invariant);
         // `stack` is valid for reading during the call (the callback must not keep it, as
-        // the API documents). Callbacks take `unsigned long *`: u64 on 64-bit.
-        unsafe { ffi::ud_work_call(work, stack.as_mut_ptr().cast(), stack.len() as u32, cookie) };
+        // the API documents). Callbacks take `unsigned long *`: u64 on 64-bit. `known` is
+        // null or ours alone for the call (borrowed mutably), which is what
+        // src/ftrace/stack.c uses it as (ud_rs_resolve_known(), ud_rs_resolve_stack()).
+        unsafe { ffi::ud_work_call(work, stack.as_mut_ptr().cast(), stack.len() as u32, cookie, known) };
         true
     }
 
@@ -700,6 +712,15 @@ impl StackContext<'_> {
         // INVARIANT: the file of the mapping just returned.
         self.file = if found { m.file as usize } else { 0 };
         found.then_some(m)
+    }
+
+    /// Counts the uses of the files of `hashes` (a stack resolved from the task's known
+    /// mappings) in the instance, if none of them needs an announcement: whether it did.
+    #[inline]
+    pub(crate) fn files_use(&mut self, hashes: &[u32]) -> bool {
+        // SAFETY: a valid context (type invariant); `hashes` is valid for reading its
+        // length of u32s during the call.
+        unsafe { ffi::ud_stack_files_use(self.ctx.as_ptr(), hashes.as_ptr(), hashes.len() as u32) }
     }
 
     /// The tracer's hash of `file` for the stack's frames in it (announcing the file to the

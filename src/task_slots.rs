@@ -15,6 +15,7 @@ use kernel::prelude::*;
 
 use crate::ffi;
 use crate::logic::request_state::RequestState;
+use crate::logic::resolve::KnownMappings;
 use crate::logic::slot_index::{self, Slot, SlotIndex, TableFull};
 use crate::sys::{AtomicBox, TaskWork};
 use crate::unwind::StackCache;
@@ -29,11 +30,19 @@ pub(crate) struct TaskSlot {
     /// The cached stack of the entry (allocated at the first unwind, in task context). The
     /// task work takes it out while it runs and puts it back.
     pub(crate) cache: AtomicBox<StackCache>,
+    /// The mappings the task's stacks were resolved in (src/ftrace/stack.c), lent to the
+    /// callbacks by the task work as the cache is.
+    pub(crate) known: AtomicBox<KnownMappings>,
 }
 
 impl TaskSlot {
     const fn new() -> Self {
-        Self { state: RequestState::new(), work: TaskWork::new(), cache: AtomicBox::new() }
+        Self {
+            state: RequestState::new(),
+            work: TaskWork::new(),
+            cache: AtomicBox::new(),
+            known: AtomicBox::new(),
+        }
     }
 }
 
@@ -114,6 +123,7 @@ impl TaskSlots {
             let entry = &self.entries[slot];
             entry.state.clear();
             drop(entry.cache.take());
+            drop(entry.known.take());
             released |= table.release(slot, key);
         }
         released

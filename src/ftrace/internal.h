@@ -27,6 +27,7 @@
 
 #include "trace.h"	/* kernel/trace/trace.h: struct trace_array */
 #include "../compat.h"	/* after trace.h: UD_TRACE_ITER() */
+#include "../stacktrace.h"
 
 #define UD_MAX_INSTANCES	64
 
@@ -98,7 +99,7 @@ void ud_cookie_init(void);	/* after the two above are set */
  */
 #define UD_FTRACE_COUNTERS(X) \
 	X(cookies) X(cookies_lost) X(stacks) X(stacks_lost) X(stacks_truncated) X(files) \
-	X(errors) X(build_id_reads) X(kprobe_cookies) X(kprobe_cookies_unsure)
+	X(errors) X(build_id_reads) X(kprobe_cookies) X(kprobe_cookies_unsure) X(stacks_known)
 
 struct ud_ftrace_counts {
 #define UD_COUNTER_FIELD(name) u64 name;

@@ -233,17 +233,33 @@ unsigned int ud_stack_file_run(void *ctx, void *file)
 	return hash;
 }
 
+bool ud_stack_files_use(void *ctx, const unsigned int *hashes, unsigned int nr)
+{
+	struct ud_stack_space *space = ctx;
+	bool used;
+
+	spin_lock(&space->inst->cache_lock);
+	used = ud_rs_file_cache_use_all(space->inst->file_cache, space->cache_gen, hashes, nr);
+	spin_unlock(&space->inst->cache_lock);
+	return used;
+}
+
 /*
- * The stack's frames as runs of frames recorded alike (src/logic/resolve.rs), under the mmap
- * lock: the event is written from them, so the frames are not copied on the way. Files the
- * instance must be told about are left in space->pending.
+ * The stack's frames as runs of frames recorded alike (src/logic/resolve.rs): the event is
+ * written from them, so the frames are not copied on the way. From the task's known
+ * mappings if they hold every frame and no file needs an announcement; otherwise under the
+ * mmap lock, leaving the files the instance must be told about in space->pending.
  */
-static void ud_resolve_frames(struct ud_stack_space *space, const u64 *frames, unsigned int nr,
-			      struct ud_runs *runs)
+static void ud_resolve_frames(struct ud_stack_space *space, struct ud_known_mappings *known,
+			      const u64 *frames, unsigned int nr, struct ud_runs *runs)
 {
 	space->cache_gen = atomic64_read(&space->inst->cache_gen);
+	if (known && ud_rs_resolve_known(space, known, frames, nr, runs)) {
+		ud_count(stacks_known);
+		return;
+	}
 	mmap_read_lock(space->mm);
-	ud_rs_resolve_stack(space, frames, nr, runs);
+	ud_rs_resolve_stack(space, known, frames, nr, runs);
 	mmap_read_unlock(space->mm);
 }
 
@@ -305,6 +321,8 @@ static void ud_write_records(struct ud_instance *inst, struct ud_file_note *note
 
 void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace, u64 cookie)
 {
+	/* Only the task work calls us, with the trace of a struct ud_stacktrace. */
+	struct ud_known_mappings *known = container_of(trace, struct ud_stacktrace, trace)->known;
 	struct ud_instance *inst = container_of(work, struct ud_instance, work);
 	struct ud_stack_space space = { .mm = current->mm, .inst = inst };
 	const u64 *frames = (const u64 *)trace->entries;
@@ -321,7 +339,7 @@ void ud_stack_callback(struct unwind_work *work, struct unwind_stacktrace *trace
 	runs.heap_cap = 0;
 	runs.covered = 0;
 	if (nr) {
-		ud_resolve_frames(&space, frames, nr, &runs);
+		ud_resolve_frames(&space, known, frames, nr, &runs);
 		/* Out of memory for a stack of many runs: the frames resolved so far. */
 		if (runs.covered < nr || space.error)
 			ud_count(errors);

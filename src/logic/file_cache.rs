@@ -16,13 +16,14 @@ pub const WAYS: usize = 4;
 /// A hash is announced again after this many uses.
 pub const REMINDER_EVERY: u32 = 256;
 
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 struct Entry {
     hash: u32,
     uses: u32,
 }
 
 /// One instance's record of announced hashes. Not synchronised: the owner holds a lock.
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub struct FileCache {
     generation: u64,
     entries: [Entry; CACHE_SLOTS],
@@ -67,6 +68,39 @@ impl FileCache {
             return true;
         }
         false
+    }
+
+    /// Records a use of each of `hashes` (in order, a hash as often as it is there), if none
+    /// of them needs a `file_cache` event now; returns whether it did. Otherwise changes
+    /// nothing: the caller finds the files to announce and calls [`FileCache::use_hash`]
+    /// for each.
+    pub fn use_all_unannounced(&mut self, hashes: &[u32]) -> bool {
+        // Counted in turn as `use_hash` would (a hash met twice sees its first use), and
+        // taken back if one would need an event.
+        let mut used = 0;
+        for &hash in hashes {
+            match self.entry_of(hash) {
+                Some(entry) if entry.uses < REMINDER_EVERY => entry.uses += 1,
+                _ => break,
+            }
+            used += 1;
+        }
+        if used == hashes.len() {
+            return true;
+        }
+        for &hash in hashes.get(..used).unwrap_or_default() {
+            if let Some(entry) = self.entry_of(hash) {
+                entry.uses -= 1;
+            }
+        }
+        false
+    }
+
+    /// The entry of `hash`, if it has one.
+    #[inline]
+    fn entry_of(&mut self, hash: u32) -> Option<&mut Entry> {
+        let set = set_of(hash) * WAYS;
+        self.entries.get_mut(set..set + WAYS)?.iter_mut().find(|e| e.hash == hash)
     }
 }
 

@@ -16,8 +16,13 @@
 //! library's start-up code and the interpreter's `_start`): a mapping is looked up only when
 //! a frame falls outside the last [`RECENT`] mappings looked up in this stack, and a file is
 //! hashed once per stack while it stays among them.
+//!
+//! Across stacks, a task's [`KnownMappings`] keep what its earlier resolutions looked up, while
+//! its address space does not change: a stack whose frames all lie in known mappings is
+//! resolved from them ([`resolve_known`]) without the mmap lock or a lookup.
 
 use super::file_id::{file_offset, HASH_ANON, HASH_NO_MAPPING};
+use super::task_maps::Stamp;
 
 /// One mapping of the address space, as the resolver needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +50,16 @@ pub trait AddressSpace {
     /// stays among the last [`RECENT`] mappings looked up (again only if it left them), so that
     /// callers may count uses of a file per stack (the reminder rule of `file_cache`).
     fn file_run(&mut self, file: usize) -> u32;
+}
+
+impl<S: AddressSpace + ?Sized> AddressSpace for &mut S {
+    fn lookup(&mut self, addr: u64) -> Option<Mapping> {
+        (**self).lookup(addr)
+    }
+
+    fn file_run(&mut self, file: usize) -> u32 {
+        (**self).file_run(file)
+    }
 }
 
 /// Consecutive frames of a stack that are recorded alike: each as its address plus `bias`
@@ -280,4 +295,217 @@ pub fn fill(
         done += len;
     }
     done
+}
+
+/// Mappings a task's stacks were resolved in, kept for its next stacks (a program's stacks
+/// meet the same few mappings again and again).
+pub const KNOWN_MAPPINGS: usize = 8;
+/// Files a stack resolved from the known mappings may meet (more: it is resolved with
+/// lookups).
+pub const KNOWN_FILES: usize = 16;
+
+/// What a task's earlier resolutions looked up: mappings with their files' hashes, valid
+/// while the task's address space is as it was when they were looked up (the [`Stamp`]:
+/// every change of a mapping takes the mmap write lock, which moves the stamp; see
+/// [`super::task_maps`]). Arrays by field, as [`Recent`]'s.
+///
+/// # Invariants
+///
+/// Every entry with `start < end` was answered by a lookup under `stamp` (never `None`
+/// then) and holds the address: `file[i]` is the mapping's file identity (0: anonymous),
+/// `hash[i]` that file's hash, or 0 while not known. The other entries are empty ranges.
+pub struct KnownMappings {
+    stamp: Option<Stamp>,
+    start: [u64; KNOWN_MAPPINGS],
+    end: [u64; KNOWN_MAPPINGS],
+    pgoff: [u64; KNOWN_MAPPINGS],
+    file: [usize; KNOWN_MAPPINGS],
+    hash: [u32; KNOWN_MAPPINGS],
+    /// The entry the next new mapping replaces (in turn).
+    next: usize,
+}
+
+impl Default for KnownMappings {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KnownMappings {
+    /// Nothing known.
+    pub const fn new() -> Self {
+        // INVARIANT: every entry is an empty range.
+        Self {
+            stamp: None,
+            start: [0; KNOWN_MAPPINGS],
+            end: [0; KNOWN_MAPPINGS],
+            pgoff: [0; KNOWN_MAPPINGS],
+            file: [0; KNOWN_MAPPINGS],
+            hash: [0; KNOWN_MAPPINGS],
+            next: 0,
+        }
+    }
+
+    /// `space`, recording what it answers, for a resolution under `stamp` (the address
+    /// space's stamp, read where `space` answers, i.e. with the mmap lock held; `None` if
+    /// it could not be stamped: then nothing is kept). What was known under another stamp is
+    /// forgotten.
+    pub fn recording<S: AddressSpace>(
+        &mut self,
+        stamp: Option<Stamp>,
+        space: S,
+    ) -> Recording<'_, S> {
+        if self.stamp != stamp || stamp.is_none() {
+            // INVARIANT: nothing kept (the new stamp holds for no entry).
+            *self = Self::new();
+            self.stamp = stamp;
+        }
+        Recording { space, known: self }
+    }
+
+    /// The entry that holds `addr`.
+    #[inline]
+    fn find(&self, addr: u64) -> Option<usize> {
+        (0..KNOWN_MAPPINGS).find(|&i| self.start[i] <= addr && addr < self.end[i])
+    }
+
+    /// Keeps the mapping `m`, which a lookup of `addr` answered under the stamp.
+    fn keep(&mut self, addr: u64, m: &Mapping) {
+        if self.stamp.is_none() || !(m.start <= addr && addr < m.end) || self.find(addr).is_some() {
+            return;
+        }
+        // A file met before keeps its hash (a second mapping of it is not hashed again in
+        // a stack that met the first).
+        let hash = match m.file {
+            0 => 0,
+            file => (0..KNOWN_MAPPINGS)
+                .find(|&i| self.file[i] == file && self.hash[i] != 0 && self.start[i] < self.end[i])
+                .map_or(0, |i| self.hash[i]),
+        };
+        let i = self.next % KNOWN_MAPPINGS;
+        self.next = (i + 1) % KNOWN_MAPPINGS;
+        // INVARIANT: answered under `stamp` (the caller's), holds `addr`.
+        (self.start[i], self.end[i], self.pgoff[i]) = (m.start, m.end, m.pgoff);
+        (self.file[i], self.hash[i]) = (m.file, hash);
+    }
+
+    /// `file` (non-zero) has `hash`.
+    fn set_hash(&mut self, file: usize, hash: u32) {
+        if self.stamp.is_none() {
+            return;
+        }
+        for i in 0..KNOWN_MAPPINGS {
+            if self.file[i] == file {
+                self.hash[i] = hash;
+            }
+        }
+    }
+}
+
+/// An [`AddressSpace`] that keeps what it answers in a task's [`KnownMappings`].
+pub struct Recording<'a, S> {
+    space: S,
+    known: &'a mut KnownMappings,
+}
+
+impl<S: AddressSpace> AddressSpace for Recording<'_, S> {
+    fn lookup(&mut self, addr: u64) -> Option<Mapping> {
+        let m = self.space.lookup(addr)?;
+        self.known.keep(addr, &m);
+        Some(m)
+    }
+
+    fn file_run(&mut self, file: usize) -> u32 {
+        let hash = self.space.file_run(file);
+        self.known.set_hash(file, hash);
+        hash
+    }
+}
+
+/// The files a stack resolved from the known mappings met: their hashes, once per time
+/// [`AddressSpace::file_run`] would have been asked for them (what the tracer counts as
+/// uses of its files).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnownFiles {
+    hashes: [u32; KNOWN_FILES],
+    len: usize,
+}
+
+impl KnownFiles {
+    /// The hashes, in the order the resolution met them.
+    pub fn hashes(&self) -> &[u32] {
+        self.hashes.get(..self.len).unwrap_or_default()
+    }
+}
+
+/// The known mappings as an address space for one stack: every answer from them, and a
+/// note of failure where they do not know (a mapping not kept, a file whose hash is not
+/// known, more files than [`KNOWN_FILES`]).
+struct FromKnown<'a> {
+    known: &'a KnownMappings,
+    files: KnownFiles,
+    failed: bool,
+}
+
+impl AddressSpace for FromKnown<'_> {
+    fn lookup(&mut self, addr: u64) -> Option<Mapping> {
+        let Some(i) = self.known.find(addr) else {
+            self.failed = true;
+            return None;
+        };
+        let k = self.known;
+        Some(Mapping {
+            start: k.start[i],
+            end: k.end[i],
+            pgoff: k.pgoff[i],
+            file: k.file[i],
+        })
+    }
+
+    fn file_run(&mut self, file: usize) -> u32 {
+        let k = self.known;
+        let hash = (0..KNOWN_MAPPINGS)
+            .find(|&i| k.file[i] == file && k.start[i] < k.end[i])
+            .map_or(0, |i| k.hash[i]);
+        match self.files.hashes.get_mut(self.files.len) {
+            Some(slot) if hash != 0 => {
+                *slot = hash;
+                self.files.len += 1;
+            }
+            _ => self.failed = true,
+        }
+        hash
+    }
+}
+
+/// Resolves `frames` as [`resolve_runs`] would, from `known` alone, if the address space is
+/// still at `stamp` (the caller read it just before, without the mmap lock) and every frame
+/// lies in a known mapping: the frames the runs cover (all of them unless `store` ran out
+/// of room) and the files met, whose uses the caller counts as [`AddressSpace::file_run`]
+/// would have. `None` otherwise, with runs possibly pushed to `store` (the caller starts
+/// again with lookups).
+///
+/// A mapping may change right after the stamp was read: the stack is then resolved as the
+/// address space was at that moment, as a resolution under the lock resolves it as it was
+/// when the lock was taken (the stack itself was walked before either).
+pub fn resolve_known(
+    known: &KnownMappings,
+    stamp: Stamp,
+    page_shift: u32,
+    frames: &[u64],
+    store: &mut impl RunStore,
+) -> Option<(usize, KnownFiles)> {
+    if known.stamp != Some(stamp) {
+        return None;
+    }
+    let mut space = FromKnown {
+        known,
+        files: KnownFiles {
+            hashes: [0; KNOWN_FILES],
+            len: 0,
+        },
+        failed: false,
+    };
+    let covered = resolve_runs(&mut space, page_shift, frames, store);
+    (!space.failed).then_some((covered, space.files))
 }

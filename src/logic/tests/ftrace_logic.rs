@@ -194,3 +194,47 @@ fn trace_options_tokens_are_read_as_the_kernel_reads_them() {
         );
     }
 }
+
+/// Uses of several hashes at once (a stack resolved from a task's known mappings): either
+/// none of them needs a `file_cache` event and all are counted, exactly as one by one, or
+/// the cache is left as it was (the files are then found and used one by one).
+#[test]
+fn uses_at_once_count_as_one_by_one_or_change_nothing() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let pool: Vec<u32> = (1..=12).map(|k| k * 0x0101_0101).collect();
+    let mut cache = FileCache::new();
+    let (mut quiet, mut loud) = (0, 0);
+    for _ in 0..20_000 {
+        let n = (next() % 5) as usize;
+        let hashes: Vec<u32> = (0..n)
+            .map(|_| pool[(next() % pool.len() as u64) as usize])
+            .collect();
+        let before = cache.clone();
+        let mut one_by_one = cache.clone();
+        let announced = hashes.iter().map(|&h| one_by_one.use_hash(h)).any(|a| a);
+        if cache.use_all_unannounced(&hashes) {
+            quiet += 1;
+            assert!(
+                !announced,
+                "{hashes:x?}: counted although one needed an event"
+            );
+            assert_eq!(cache, one_by_one, "{hashes:x?}");
+        } else {
+            loud += 1;
+            assert!(
+                announced,
+                "{hashes:x?}: refused although none needed an event"
+            );
+            assert_eq!(cache, before, "{hashes:x?}: changed although refused");
+            cache = one_by_one;
+        }
+    }
+    // Both outcomes were exercised (reminders come every REMINDER_EVERY uses).
+    assert!(quiet > 1000 && loud > 50, "quiet {quiet} loud {loud}");
+}

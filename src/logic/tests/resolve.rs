@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 #![cfg(not(loom))]
 use unwind_logic::file_id::{HASH_ANON, HASH_NO_MAPPING};
-use unwind_logic::resolve::{fill, resolve_runs, AddressSpace, Mapping, Run, RunStore};
+use unwind_logic::resolve::{
+    fill, resolve_known, resolve_runs, AddressSpace, KnownMappings, Mapping, Run, RunStore,
+    KNOWN_FILES, KNOWN_MAPPINGS,
+};
+use unwind_logic::task_maps::Stamp;
 
 const SHIFT: u32 = 12;
 const BIN: usize = 0xb1;
@@ -382,3 +386,210 @@ fn out_of_room_the_runs_cover_a_prefix_resolved_exactly_and_fill_writes_only_it(
         }
     }
 }
+
+/// The record of `frames` from runs (as `resolve` writes it), or `None` if `runs` do not
+/// cover them.
+fn record(frames: &[u64], runs: &[Run]) -> Vec<(u64, u32)> {
+    let mut offsets = vec![[0xaa; 8]; frames.len()];
+    let mut hashes = vec![[0xaa; 4]; frames.len()];
+    fill(frames, runs.iter().copied(), &mut offsets, &mut hashes);
+    offsets
+        .into_iter()
+        .map(u64::from_ne_bytes)
+        .zip(hashes.into_iter().map(u32::from_ne_bytes))
+        .collect()
+}
+
+const STAMP: Stamp = Stamp {
+    exec_id: 3,
+    seq: 42,
+};
+
+/// Resolves `frames` from `known` at `stamp`: the record and the hashes of the files met.
+fn from_known(
+    known: &KnownMappings,
+    stamp: Stamp,
+    frames: &[u64],
+) -> Option<(Vec<(u64, u32)>, Vec<u32>)> {
+    let mut runs = Runs {
+        v: Vec::new(),
+        cap: frames.len(),
+    };
+    let (covered, files) = resolve_known(known, stamp, SHIFT, frames, &mut runs)?;
+    assert_eq!(covered, frames.len());
+    Some((record(frames, &runs.v), files.hashes().to_vec()))
+}
+
+/// A stack resolved from the mappings its task's earlier stacks looked up is recorded as a
+/// resolution with lookups records it, and meets its files as often (the tracer's uses);
+/// one that leaves them (a mapping not known, a frame in no mapping) is not resolved from
+/// them. Random stacks over the table's mappings, one after another, as a task's stacks.
+#[test]
+fn stacks_resolved_from_known_mappings_are_recorded_as_with_lookups() {
+    let mut next = xorshift(0x1234_5678_9abc_def1);
+    let places = [
+        (0x40_0000, 0x1000),
+        (0x40_1000, 0x8000),
+        (0x7f00_0000, 0x1_0000),
+        (0x7f10_0000, 0x1_0000),
+        (0x50_0000, 0x1000), // in no mapping
+        (0x40_8ff8, 0x10),
+    ];
+    let mut known = KnownMappings::new();
+    let (mut hits, mut misses) = (0, 0);
+    for _ in 0..3000 {
+        let len = 1 + (next() % 30) as usize;
+        let frames = random_stack(&mut next, &places, len);
+        let (want, want_runs) = reference(&Space::new(), &frames);
+        let want_files: Vec<u32> = {
+            // The files as the resolver with lookups meets them (per stack, while recent).
+            let mut space = Space::new();
+            resolve(&mut space, &frames);
+            space.runs.iter().map(|&f| f as u32 * 0x100).collect()
+        };
+        match from_known(&known, STAMP, &frames) {
+            Some((got, files)) => {
+                hits += 1;
+                assert_eq!(got, want, "frames {frames:x?}");
+                assert_eq!(files, want_files, "frames {frames:x?}");
+                assert!(frames.iter().all(|&a| !(0x50_0000..0x50_1000).contains(&a)));
+            }
+            None => {
+                misses += 1;
+                // With lookups, recording: the next stacks may be resolved from them.
+                let mut space = Space::new();
+                let got = resolve(&mut known.recording(Some(STAMP), &mut space), &frames);
+                assert_eq!(got, want, "frames {frames:x?}");
+                assert_eq!(space.runs, want_runs);
+            }
+        }
+    }
+    assert!(hits > 500 && misses > 100, "hits {hits} misses {misses}");
+    // Known under one stamp, not under another; and nothing is kept without a stamp.
+    let frames = [0x40_2000, 0x7f00_0100];
+    let mut space = Space::new();
+    resolve(&mut known.recording(Some(STAMP), &mut space), &frames);
+    assert!(from_known(&known, STAMP, &frames).is_some());
+    let moved = Stamp {
+        seq: STAMP.seq + 2,
+        ..STAMP
+    };
+    assert!(from_known(&known, moved, &frames).is_none());
+    let exec = Stamp {
+        exec_id: STAMP.exec_id + 1,
+        ..STAMP
+    };
+    assert!(from_known(&known, exec, &frames).is_none());
+    resolve(&mut known.recording(None, &mut Space::new()), &frames);
+    assert!(from_known(&known, STAMP, &frames).is_none());
+    // A new stamp forgets what the old one knew.
+    resolve(
+        &mut known.recording(Some(STAMP), &mut Space::new()),
+        &frames,
+    );
+    resolve(
+        &mut known.recording(Some(moved), &mut Space::new()),
+        &[0x40_2000],
+    );
+    assert!(from_known(&known, moved, &[0x40_2000]).is_some());
+    assert!(
+        from_known(&known, moved, &frames).is_none(),
+        "libc was known under the old stamp only"
+    );
+}
+
+/// The bounds: more mappings than are kept, and more file uses in one stack than a
+/// resolution from them counts, send the stack to lookups; a file's second mapping looked up
+/// in a stack that had hashed the first keeps the file's hash.
+#[test]
+fn known_mappings_are_bounded_and_a_files_second_mapping_keeps_its_hash() {
+    let maps: Vec<Mapping> = (0..(KNOWN_MAPPINGS as u64 + 2))
+        .map(|k| Mapping {
+            start: 0x10_0000 * (k + 1),
+            end: 0x10_0000 * (k + 1) + 0x8000,
+            pgoff: k,
+            file: 0x100 + k as usize,
+        })
+        .collect();
+    let all: Vec<u64> = maps.iter().map(|m| m.start + 0x10).collect();
+    let mut table = Space {
+        maps: maps.clone(),
+        lookups: 0,
+        runs: Vec::new(),
+    };
+    let mut known = KnownMappings::new();
+    resolve(&mut known.recording(Some(STAMP), &mut table), &all);
+    assert!(
+        from_known(&known, STAMP, &all).is_none(),
+        "more mappings than kept"
+    );
+    let last: Vec<u64> = all[all.len() - KNOWN_MAPPINGS..].to_vec();
+    let (got, _) = from_known(&known, STAMP, &last).expect("the last ones are kept");
+    assert_eq!(
+        got,
+        reference(
+            &Space {
+                maps: maps.clone(),
+                lookups: 0,
+                runs: Vec::new()
+            },
+            &last
+        )
+        .0
+    );
+    // A stack that alternates between more files than the resolver's recent ones meets a
+    // file again at each return: more uses than KNOWN_FILES.
+    let few = &last[..RECENT_PLUS_ONE];
+    let bouncing: Vec<u64> = few
+        .iter()
+        .cycle()
+        .take(KNOWN_FILES * RECENT_PLUS_ONE)
+        .copied()
+        .collect();
+    assert!(
+        from_known(&known, STAMP, &bouncing).is_none(),
+        "too many file uses"
+    );
+    // Two mappings of one file: the second, looked up after the first was hashed in the same
+    // stack, keeps the hash (the resolver does not hash it again).
+    let two = vec![
+        Mapping {
+            start: 0x40_0000,
+            end: 0x40_1000,
+            pgoff: 0,
+            file: BIN,
+        },
+        Mapping {
+            start: 0x40_1000,
+            end: 0x40_9000,
+            pgoff: 1,
+            file: BIN,
+        },
+    ];
+    let mut table = Space {
+        maps: two.clone(),
+        lookups: 0,
+        runs: Vec::new(),
+    };
+    let mut known = KnownMappings::new();
+    let frames = [0x40_0100, 0x40_2000];
+    resolve(&mut known.recording(Some(STAMP), &mut table), &frames);
+    assert_eq!(table.runs, [BIN], "hashed once");
+    let (got, files) =
+        from_known(&known, STAMP, &frames).expect("both mappings known with the hash");
+    assert_eq!(
+        got,
+        reference(
+            &Space {
+                maps: two,
+                lookups: 0,
+                runs: Vec::new()
+            },
+            &frames
+        )
+        .0
+    );
+    assert_eq!(files, [BIN as u32 * 0x100]);
+}
+
+const RECENT_PLUS_ONE: usize = unwind_logic::resolve::RECENT + 1;
