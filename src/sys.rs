@@ -681,13 +681,17 @@ impl WorkTable {
 
 // --- The tracer's stack resolver --------------------------------------------------------------
 
-/// The context src/ftrace/stack.c resolves a stack in (its mmap lock held).
+/// The context src/ftrace/stack.c resolves a stack in: with its mmap lock held in
+/// `ud_rs_resolve_stack()` (which alone calls [`StackContext::lookup`] and
+/// [`StackContext::file_run`]), without it in `ud_rs_resolve_known()` (which only calls
+/// [`StackContext::files_use`]).
 ///
 /// # Invariants
 ///
-/// `ctx` is the `ctx` of a running `ud_rs_resolve_stack()` call, valid during it (the value
-/// does not outlive that call: it borrows `'a`). `file` is 0 or the `vm_file` of the mapping
-/// the last [`StackContext::lookup`] returned (pinned by the mapping: the mmap lock is held).
+/// `ctx` is the `ctx` of a running `ud_rs_resolve_stack()` or `ud_rs_resolve_known()` call,
+/// valid during it (the value does not outlive that call: it borrows `'a`). `file` is 0 or
+/// the `vm_file` of the mapping the last [`StackContext::lookup`] returned (pinned by the
+/// mapping: the mmap lock is held where lookups are made).
 pub(crate) struct StackContext<'a> {
     ctx: NonNull<c_void>,
     file: usize,
@@ -697,7 +701,9 @@ pub(crate) struct StackContext<'a> {
 impl StackContext<'_> {
     /// # Safety
     ///
-    /// `ctx` is what `ud_stack_lookup()` and `ud_stack_file_run()` expect, valid for `'a`.
+    /// `ctx` is what `ud_stack_lookup()`, `ud_stack_file_run()` and `ud_stack_files_use()`
+    /// expect, valid for `'a`; [`Self::lookup`] and [`Self::file_run`] are called only while
+    /// the context's mmap lock is held.
     pub(crate) unsafe fn new(ctx: NonNull<c_void>) -> Self {
         // INVARIANT: guaranteed by the caller; no file yet.
         Self { ctx, file: 0, _call: PhantomData }
