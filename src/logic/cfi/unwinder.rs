@@ -618,6 +618,9 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             return 0;
         };
         let mut n = 0;
+        // The PC whose row was last found a frame record (none yet: the return addresses
+        // taken are not 0, see `plausible`, so no PC is the largest word).
+        let mut record_pc = u64::MAX;
         // Bounded by the output's length.
         while let Some(slot) = out.get_mut(len.wrapping_add(n)) {
             // The current frame's row is a frame record (the caller's probe, then the
@@ -633,6 +636,11 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             if pc < start || pc >= end {
                 break;
             }
+            // A recursion returns to one call site frame after frame: the same PC has the
+            // same row, found a frame record already.
+            if pc == record_pc {
+                continue;
+            }
             if !self
                 .cache
                 .hot(id, pc.wrapping_sub(bias))
@@ -640,6 +648,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             {
                 break;
             }
+            record_pc = pc;
         }
         if n != 0 {
             // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
