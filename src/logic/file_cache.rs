@@ -100,7 +100,10 @@ impl FileCache {
     #[inline]
     fn entry_of(&mut self, hash: u32) -> Option<&mut Entry> {
         let set = set_of(hash) * WAYS;
-        self.entries.get_mut(set..set + WAYS)?.iter_mut().find(|e| e.hash == hash)
+        self.entries
+            .get_mut(set..set + WAYS)?
+            .iter_mut()
+            .find(|e| e.hash == hash)
     }
 }
 
