@@ -190,7 +190,7 @@ pub fn walk(
         // the full checks below, so at or above `low`; with `fp < fp_limit` and room left,
         // those checks would pass too. (A loop of its own: merged into the one below, the
         // compiler tested the room twice and moved between the two paths, 27 instructions
-        // a frame instead of 19.)
+        // a frame instead of 20.)
         while n < out.len() && fp < fp_limit {
             let Some(record) = mem.held_frame(fp) else {
                 break;
