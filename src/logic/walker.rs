@@ -46,15 +46,15 @@ pub const WINDOW_WORDS: usize = 32;
 ///
 /// # Invariants
 ///
-/// `words[..len]` holds the user words at `base`, `base + 8`, ...; `last` is
-/// `len.saturating_sub(1)` (the records held start at the first `last` words); `base` is an
-/// address the walk passed to [`UserMemory::read_frame`] (or 0 with `len == 0`).
+/// The window holds `records` frame records, at `base`, `base + 8`, ...: `words[..records +
+/// 1]` are the user words there when `records > 0` (a record is two words, so a window of
+/// `n >= 1` words holds `n - 1`); `records < WINDOW_WORDS`. `base` is an address the walk
+/// passed to [`UserMemory::read_frame`] when `records > 0`.
 pub struct Windowed<R> {
     reader: R,
     page_size: u64,
     base: u64,
-    len: usize,
-    last: u64,
+    records: u64,
     words: [u64; WINDOW_WORDS],
 }
 
@@ -66,8 +66,7 @@ impl<R: WordReader> Windowed<R> {
             reader,
             page_size,
             base: 0,
-            len: 0,
-            last: 0,
+            records: 0,
             words: [0; WINDOW_WORDS],
         }
     }
@@ -76,8 +75,7 @@ impl<R: WordReader> Windowed<R> {
     /// next, so that a walk neither zeroes a new one nor uses what an earlier walk read.
     pub fn forget(&mut self) {
         // INVARIANT: the window is empty.
-        self.len = 0;
-        self.last = 0;
+        self.records = 0;
     }
 
     /// The underlying reader (tests count its calls).
@@ -89,13 +87,13 @@ impl<R: WordReader> Windowed<R> {
     fn cached(&self, fp: u64) -> Option<[u64; 2]> {
         // One comparison for alignment and both ends: below `base` the difference wraps to
         // a huge word, and an unaligned one keeps its low bits at the top after the
-        // rotation. So `i < last` exactly when `fp` is `base + 8 * i` (`base` is below the
-        // end of user space, so `base + 8 * i` does not wrap).
+        // rotation. So `i < records` exactly when `fp` is `base + 8 * i` (`base` is below
+        // the end of user space, so `base + 8 * i` does not wrap).
         let i = fp.wrapping_sub(self.base).rotate_right(3);
-        if i >= self.last {
+        if i >= self.records {
             return None;
         }
-        // `i + 1 <= last < len <= WINDOW_WORDS` (invariant), so the masks change nothing:
+        // `i + 1 <= records < WINDOW_WORDS` (invariant), so the masks change nothing:
         // they only spare the bounds checks (no indexing that could panic: the module has
         // no unwinding).
         let i = i as usize;
@@ -119,11 +117,12 @@ impl<R: WordReader> UserMemory for Windowed<R> {
         let in_page = fp & self.page_size.wrapping_sub(1);
         let to_page_end = self.page_size.wrapping_sub(in_page) / 8;
         let want = (to_page_end as usize).clamp(2, WINDOW_WORDS);
-        // INVARIANT: `len` words were read at `base`, an address passed to `read_frame`.
         let window = self.words.get_mut(..want)?;
+        let read = self.reader.read_words(fp, window).min(want);
+        // INVARIANT: `read <= want <= WINDOW_WORDS` words were read at `base`, an address
+        // passed to `read_frame`.
         self.base = fp;
-        self.len = self.reader.read_words(fp, window).min(want);
-        self.last = self.len.saturating_sub(1) as u64;
+        self.records = read.saturating_sub(1) as u64;
         self.cached(fp)
     }
 
