@@ -127,41 +127,63 @@ impl<S: RunStore> Runs<'_, S> {
     }
 }
 
-/// The last [`RECENT`] mappings looked up: each one's range, the bias of its frames and its
-/// file with the file's hash. (Arrays by field, all zero at first, an empty range: built in
-/// place, where an array of entries was built and then copied.)
-struct Recent {
-    start: [u64; RECENT],
-    end: [u64; RECENT],
-    bias: [u64; RECENT],
-    file: [usize; RECENT],
-    hash: [u32; RECENT],
+/// `N` mappings, each with its range, a word (the bias of its frames in a stack's recent
+/// mappings, its first page's file offset in a task's known ones), its file and the file's
+/// hash; a new one replaces the oldest. (Arrays by field, all zero at first, an empty range:
+/// built in place, where an array of entries was built and then copied.)
+///
+/// # Invariants
+///
+/// An entry whose range is empty has file 0.
+struct MappingSet<const N: usize> {
+    start: [u64; N],
+    end: [u64; N],
+    word: [u64; N],
+    file: [usize; N],
+    hash: [u32; N],
     /// The entry the next mapping replaces (in turn: no entry moves).
     next: usize,
 }
 
-impl Recent {
-    /// The kept mapping that holds `addr`: its range, bias and hash.
+impl<const N: usize> MappingSet<N> {
+    /// No mapping.
+    const fn new() -> Self {
+        // INVARIANT: every range is empty, every file 0.
+        Self {
+            start: [0; N],
+            end: [0; N],
+            word: [0; N],
+            file: [0; N],
+            hash: [0; N],
+            next: 0,
+        }
+    }
+
+    /// The entry of the mapping that holds `addr`.
     #[inline]
-    fn find(&self, addr: u64) -> Option<(u64, u64, u64, u32)> {
-        let i = (0..RECENT).find(|&i| self.start[i] <= addr && addr < self.end[i])?;
-        Some((self.start[i], self.end[i], self.bias[i], self.hash[i]))
+    fn find(&self, addr: u64) -> Option<usize> {
+        (0..N).find(|&i| self.start[i] <= addr && addr < self.end[i])
     }
 
-    /// The hash of `file` (non-zero) if a kept mapping is in it.
-    fn hash_of(&self, file: usize) -> Option<u32> {
-        let i = (0..RECENT).find(|&i| self.file[i] == file)?;
-        Some(self.hash[i])
+    /// An entry of a mapping of `file` (non-zero).
+    #[inline]
+    fn of_file(&self, file: usize) -> Option<usize> {
+        (0..N).find(|&i| self.file[i] == file)
     }
 
-    /// Keeps a mapping, in place of the oldest.
-    fn keep(&mut self, start: u64, end: u64, bias: u64, file: usize, hash: u32) {
-        let i = self.next % RECENT;
-        self.next = (i + 1) % RECENT;
-        (self.start[i], self.end[i], self.bias[i]) = (start, end, bias);
+    /// Keeps a mapping (`start < end` if `file` is not 0), in place of the oldest.
+    fn push(&mut self, start: u64, end: u64, word: u64, file: usize, hash: u32) {
+        let i = self.next % N;
+        self.next = (i + 1) % N;
+        // INVARIANT: the caller's.
+        (self.start[i], self.end[i], self.word[i]) = (start, end, word);
         (self.file[i], self.hash[i]) = (file, hash);
     }
 }
+
+/// The last [`RECENT`] mappings a stack's resolution looked up, with the bias of their
+/// frames.
+type Recent = MappingSet<RECENT>;
 
 /// How many frames from the first lie in `[start, end)`. (Most of the work on a deep stack:
 /// one comparison a frame, the range's start wrapping below to a huge word, four frames a
@@ -195,14 +217,7 @@ pub fn resolve_runs(
     frames: &[u64],
     store: &mut impl RunStore,
 ) -> usize {
-    let mut recent = Recent {
-        start: [0; RECENT],
-        end: [0; RECENT],
-        bias: [0; RECENT],
-        file: [0; RECENT],
-        hash: [0; RECENT],
-        next: 0,
-    };
+    let mut recent = Recent::new();
     let mut runs = Runs {
         store,
         pending: None,
@@ -211,7 +226,12 @@ pub fn resolve_runs(
     let mut i = 0;
     while let Some(&addr) = frames.get(i) {
         let (start, end, bias, hash) = match recent.find(addr) {
-            Some(kept) => kept,
+            Some(i) => (
+                recent.start[i],
+                recent.end[i],
+                recent.word[i],
+                recent.hash[i],
+            ),
             None => {
                 let Some(m) = space
                     .lookup(addr)
@@ -229,10 +249,13 @@ pub fn resolve_runs(
                     0 => (0, HASH_ANON),
                     file => (
                         file_offset(0, m.start, m.pgoff, page_shift),
-                        recent.hash_of(file).unwrap_or_else(|| space.file_run(file)),
+                        match recent.of_file(file) {
+                            Some(j) => recent.hash[j],
+                            None => space.file_run(file),
+                        },
                     ),
                 };
-                recent.keep(m.start, m.end, bias, m.file, hash);
+                recent.push(m.start, m.end, bias, m.file, hash);
                 (m.start, m.end, bias, hash)
             }
         };
@@ -307,22 +330,17 @@ pub const KNOWN_FILES: usize = 16;
 /// What a task's earlier resolutions looked up: mappings with their files' hashes, valid
 /// while the task's address space is as it was when they were looked up (the [`Stamp`]:
 /// every change of a mapping takes the mmap write lock, which moves the stamp; see
-/// [`super::task_maps`]). Arrays by field, as [`Recent`]'s.
+/// [`super::task_maps`]).
 ///
 /// # Invariants
 ///
-/// Every entry with `start < end` was answered by a lookup under `stamp` (never `None`
-/// then) and holds the address: `file[i]` is the mapping's file identity (0: anonymous),
-/// `hash[i]` that file's hash, or 0 while not known. The other entries are empty ranges.
+/// Every non-empty entry of `set` was answered by a lookup under `stamp` (never `None`
+/// then): its word is the mapping's `pgoff`, its file the mapping's file identity (0:
+/// anonymous), its hash that file's hash, or 0 while not known; every entry of one file has
+/// the same hash.
 pub struct KnownMappings {
     stamp: Option<Stamp>,
-    start: [u64; KNOWN_MAPPINGS],
-    end: [u64; KNOWN_MAPPINGS],
-    pgoff: [u64; KNOWN_MAPPINGS],
-    file: [usize; KNOWN_MAPPINGS],
-    hash: [u32; KNOWN_MAPPINGS],
-    /// The entry the next new mapping replaces (in turn).
-    next: usize,
+    set: MappingSet<KNOWN_MAPPINGS>,
 }
 
 impl Default for KnownMappings {
@@ -334,15 +352,10 @@ impl Default for KnownMappings {
 impl KnownMappings {
     /// Nothing known.
     pub const fn new() -> Self {
-        // INVARIANT: every entry is an empty range.
+        // INVARIANT: every entry is empty.
         Self {
             stamp: None,
-            start: [0; KNOWN_MAPPINGS],
-            end: [0; KNOWN_MAPPINGS],
-            pgoff: [0; KNOWN_MAPPINGS],
-            file: [0; KNOWN_MAPPINGS],
-            hash: [0; KNOWN_MAPPINGS],
-            next: 0,
+            set: MappingSet::new(),
         }
     }
 
@@ -355,7 +368,8 @@ impl KnownMappings {
         stamp: Option<Stamp>,
         space: S,
     ) -> Recording<'_, S> {
-        if self.stamp != stamp || stamp.is_none() {
+        // (Without a stamp nothing is kept, so there is nothing to forget either.)
+        if self.stamp != stamp {
             // INVARIANT: nothing kept (the new stamp holds for no entry).
             *self = Self::new();
             self.stamp = stamp;
@@ -363,30 +377,27 @@ impl KnownMappings {
         Recording { space, known: self }
     }
 
-    /// The entry that holds `addr`.
-    #[inline]
-    fn find(&self, addr: u64) -> Option<usize> {
-        (0..KNOWN_MAPPINGS).find(|&i| self.start[i] <= addr && addr < self.end[i])
+    /// The hash kept for `file` (non-zero), 0 if none.
+    fn hash_of(&self, file: usize) -> u32 {
+        self.set.of_file(file).map_or(0, |i| self.set.hash[i])
     }
 
     /// Keeps the mapping `m`, which a lookup of `addr` answered under the stamp.
     fn keep(&mut self, addr: u64, m: &Mapping) {
-        if self.stamp.is_none() || !(m.start <= addr && addr < m.end) || self.find(addr).is_some() {
+        if self.stamp.is_none()
+            || !(m.start <= addr && addr < m.end)
+            || self.set.find(addr).is_some()
+        {
             return;
         }
         // A file met before keeps its hash (a second mapping of it is not hashed again in
         // a stack that met the first).
         let hash = match m.file {
             0 => 0,
-            file => (0..KNOWN_MAPPINGS)
-                .find(|&i| self.file[i] == file && self.hash[i] != 0 && self.start[i] < self.end[i])
-                .map_or(0, |i| self.hash[i]),
+            file => self.hash_of(file),
         };
-        let i = self.next % KNOWN_MAPPINGS;
-        self.next = (i + 1) % KNOWN_MAPPINGS;
-        // INVARIANT: answered under `stamp` (the caller's), holds `addr`.
-        (self.start[i], self.end[i], self.pgoff[i]) = (m.start, m.end, m.pgoff);
-        (self.file[i], self.hash[i]) = (m.file, hash);
+        // INVARIANT: answered under `stamp` (the caller's), holds `addr`; the file's hash.
+        self.set.push(m.start, m.end, m.pgoff, m.file, hash);
     }
 
     /// `file` (non-zero) has `hash`.
@@ -394,9 +405,10 @@ impl KnownMappings {
         if self.stamp.is_none() {
             return;
         }
+        // INVARIANT: every entry of the file, so they keep one hash.
         for i in 0..KNOWN_MAPPINGS {
-            if self.file[i] == file {
-                self.hash[i] = hash;
+            if self.set.file[i] == file {
+                self.set.hash[i] = hash;
             }
         }
     }
@@ -449,24 +461,21 @@ struct FromKnown<'a> {
 
 impl AddressSpace for FromKnown<'_> {
     fn lookup(&mut self, addr: u64) -> Option<Mapping> {
-        let Some(i) = self.known.find(addr) else {
+        let set = &self.known.set;
+        let Some(i) = set.find(addr) else {
             self.failed = true;
             return None;
         };
-        let k = self.known;
         Some(Mapping {
-            start: k.start[i],
-            end: k.end[i],
-            pgoff: k.pgoff[i],
-            file: k.file[i],
+            start: set.start[i],
+            end: set.end[i],
+            pgoff: set.word[i],
+            file: set.file[i],
         })
     }
 
     fn file_run(&mut self, file: usize) -> u32 {
-        let k = self.known;
-        let hash = (0..KNOWN_MAPPINGS)
-            .find(|&i| k.file[i] == file && k.start[i] < k.end[i])
-            .map_or(0, |i| k.hash[i]);
+        let hash = self.known.hash_of(file);
         match self.files.hashes.get_mut(self.files.len) {
             Some(slot) if hash != 0 => {
                 *slot = hash;
