@@ -51,8 +51,7 @@ impl FileCache {
     /// Records a use of `hash` (a file hash, never 0); returns whether a `file_cache`
     /// event must be written before the stack that uses it.
     pub fn use_hash(&mut self, hash: u32) -> bool {
-        let set = set_of(hash) * WAYS;
-        let ways = &mut self.entries[set..set + WAYS];
+        let ways = self.ways(hash);
         let Some(slot) = ways.iter_mut().find(|e| e.hash == hash) else {
             // Not announced (or evicted): take a free entry, else the least used one.
             let victim = ways
@@ -99,11 +98,14 @@ impl FileCache {
     /// The entry of `hash`, if it has one.
     #[inline]
     fn entry_of(&mut self, hash: u32) -> Option<&mut Entry> {
+        self.ways(hash).iter_mut().find(|e| e.hash == hash)
+    }
+
+    /// The entries of `hash`'s set.
+    #[inline]
+    fn ways(&mut self, hash: u32) -> &mut [Entry] {
         let set = set_of(hash) * WAYS;
-        self.entries
-            .get_mut(set..set + WAYS)?
-            .iter_mut()
-            .find(|e| e.hash == hash)
+        &mut self.entries[set..set + WAYS]
     }
 }
 
