@@ -237,42 +237,36 @@ pub(crate) extern "C" fn ud_rs_cookie_follows_event(
     placement.follows() as i32
 }
 
-/// `runs`' array of small runs, as uninitialised memory.
+/// Resolves the `nr` frames at `frames` with `resolve` (given the frames and `runs`' array
+/// of small runs, as uninitialised memory) and writes its result into `runs`, or `runs` as
+/// empty if it gives none: whether it gave one.
 ///
 /// # Safety
 ///
-/// `runs` is valid for writing (its contents may be uninitialised), for `'a`.
-unsafe fn small_runs<'a>(runs: *mut ffi::ud_runs) -> &'a mut [MaybeUninit<ffi::ud_run>] {
+/// `frames` is valid for reading `nr` elements (if `nr > 0`) and `runs` for writing (its
+/// contents may be uninitialised), during the call.
+unsafe fn resolve_into(
+    frames: *const u64,
+    nr: u32,
+    runs: *mut ffi::ud_runs,
+    resolve: impl FnOnce(&[u64], &mut [MaybeUninit<ffi::ud_run>]) -> Option<ftrace::StackRuns>,
+) -> bool {
     // SAFETY: guaranteed by our caller. No reference to `*runs` is formed: the C caller
     // leaves it uninitialised (zeroing 280 bytes per stack for nothing), so `small` is seen
     // as what it is.
-    unsafe {
-        core::slice::from_raw_parts_mut(
-            core::ptr::addr_of_mut!((*runs).small).cast::<MaybeUninit<ffi::ud_run>>(),
-            ffi::UD_SMALL_RUNS as usize,
+    let (frames, small) = unsafe {
+        (
+            // (Empty: `frames` may then be null, which a slice may not.)
+            if nr == 0 { &[] } else { core::slice::from_raw_parts(frames, nr as usize) },
+            core::slice::from_raw_parts_mut(
+                core::ptr::addr_of_mut!((*runs).small).cast::<MaybeUninit<ffi::ud_run>>(),
+                ffi::UD_SMALL_RUNS as usize,
+            ),
         )
-    }
-}
-
-/// `nr` frames at `frames` (empty: `frames` may then be null, which a slice may not).
-///
-/// # Safety
-///
-/// `frames` is valid for reading `nr` elements for `'a` if `nr > 0`.
-unsafe fn frames_of<'a>(frames: *const u64, nr: u32) -> &'a [u64] {
-    if nr == 0 {
-        return &[];
-    }
-    // SAFETY: guaranteed by our caller.
-    unsafe { core::slice::from_raw_parts(frames, nr as usize) }
-}
-
-/// Writes a resolved stack into `runs`.
-///
-/// # Safety
-///
-/// `runs` is valid for writing.
-unsafe fn write_runs(runs: *mut ffi::ud_runs, resolved: ftrace::StackRuns) {
+    };
+    let resolved = resolve(frames, small);
+    let found = resolved.is_some();
+    let resolved = resolved.unwrap_or(ftrace::StackRuns { nr_small: 0, heap: None, covered: 0 });
     let (heap, nr_heap, heap_cap) = match resolved.heap {
         // INVARIANT: a KVec's parts, taken back by ud_rs_runs_free() (lengths and capacities
         // are at most one per frame, so they fit in u32 as `nr` does).
@@ -287,6 +281,7 @@ unsafe fn write_runs(runs: *mut ffi::ud_runs, resolved: ftrace::StackRuns) {
         (*runs).heap_cap = heap_cap as u32;
         (*runs).covered = resolved.covered as u32;
     }
+    found
 }
 
 /// Resolves a stack for a `user_unwind_stack` event into `runs` (see
@@ -307,17 +302,15 @@ pub(crate) unsafe extern "C" fn ud_rs_resolve_stack(
     nr: u32,
     runs: *mut ffi::ud_runs,
 ) {
-    // SAFETY: guaranteed by our caller.
-    let (frames, small) = unsafe { (frames_of(frames, nr), small_runs(runs)) };
     // SAFETY: null or ours alone during the call (our caller).
     let known = unsafe { known.cast::<KnownMappings>().as_mut() };
-    let resolved = match NonNull::new(ctx) {
+    let resolve = |frames: &[u64], small: &mut [MaybeUninit<ffi::ud_run>]| {
         // SAFETY: guaranteed by our caller; the context lives during this call only.
-        Some(ctx) => ftrace::resolve_stack(unsafe { StackContext::new(ctx) }, known, frames, small),
-        None => ftrace::StackRuns { nr_small: 0, heap: None, covered: 0 },
+        let ctx = unsafe { StackContext::new(NonNull::new(ctx)?) };
+        Some(ftrace::resolve_stack(ctx, known, frames, small))
     };
-    // SAFETY: `runs` is valid for writing (our caller).
-    unsafe { write_runs(runs, resolved) };
+    // SAFETY: `frames` and `runs` as our caller guarantees.
+    unsafe { resolve_into(frames, nr, runs, resolve) };
 }
 
 /// Resolves a stack into `runs` from the task's `known` mappings alone, without the mmap
@@ -337,22 +330,15 @@ pub(crate) unsafe extern "C" fn ud_rs_resolve_known(
     nr: u32,
     runs: *mut ffi::ud_runs,
 ) -> bool {
-    // SAFETY: guaranteed by our caller.
-    let (frames, small) = unsafe { (frames_of(frames, nr), small_runs(runs)) };
     // SAFETY: not null and ours alone during the call (our caller).
     let known = unsafe { known.cast::<KnownMappings>().as_ref() };
-    let resolved = match (NonNull::new(ctx), known) {
+    let resolve = |frames: &[u64], small: &mut [MaybeUninit<ffi::ud_run>]| {
         // SAFETY: guaranteed by our caller; the context lives during this call only.
-        (Some(ctx), Some(known)) => {
-            ftrace::resolve_stack_known(unsafe { StackContext::new(ctx) }, known, frames, small)
-        }
-        _ => None,
+        let ctx = unsafe { StackContext::new(NonNull::new(ctx)?) };
+        ftrace::resolve_stack_known(ctx, known?, frames, small)
     };
-    let found = resolved.is_some();
-    let resolved = resolved.unwrap_or(ftrace::StackRuns { nr_small: 0, heap: None, covered: 0 });
-    // SAFETY: `runs` is valid for writing (our caller).
-    unsafe { write_runs(runs, resolved) };
-    found
+    // SAFETY: `frames` and `runs` as our caller guarantees.
+    unsafe { resolve_into(frames, nr, runs, resolve) }
 }
 
 /// The runs `runs` holds: those in `small`, then those on the heap.
