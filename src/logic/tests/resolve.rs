@@ -80,10 +80,15 @@ fn resolve(space: &mut impl AddressSpace, frames: &[u64]) -> Vec<(u64, u32)> {
     assert!(runs.v.iter().all(|r| r.len > 0), "no empty run");
     let covered: usize = runs.v.iter().map(|r| r.len as usize).sum();
     assert_eq!(covered, frames.len(), "the runs cover the stack");
+    record(frames, &runs.v)
+}
+
+/// The record of `frames` from runs that cover them: the event's arrays filled from them.
+fn record(frames: &[u64], runs: &[Run]) -> Vec<(u64, u32)> {
     let mut offsets = vec![[0xaa; 8]; frames.len()];
     let mut hashes = vec![[0xaa; 4]; frames.len()];
     assert_eq!(
-        fill(frames, runs.v.iter().copied(), &mut offsets, &mut hashes),
+        fill(frames, runs.iter().copied(), &mut offsets, &mut hashes),
         frames.len()
     );
     offsets
@@ -200,6 +205,18 @@ fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
     }
 }
 
+/// Where random stacks have their frames, over [`Space::new`]'s mappings: addresses in each
+/// mapping, between them, in none (`0x50_0000..0x50_1000`), and across the end of the
+/// program text.
+const PLACES: [(u64, u64); 6] = [
+    (0x40_0000, 0x1000),
+    (0x40_1000, 0x8000),
+    (0x7f00_0000, 0x1_0000),
+    (0x7f10_0000, 0x1_0000),
+    (0x50_0000, 0x1000),
+    (0x40_8ff8, 0x10),
+];
+
 /// A random stack of `len` frames in runs over `places` (start, size).
 fn random_stack(next: &mut impl FnMut() -> u64, places: &[(u64, u64)], len: usize) -> Vec<u64> {
     let mut frames = Vec::new();
@@ -217,15 +234,7 @@ fn random_stack(next: &mut impl FnMut() -> u64, places: &[(u64, u64)], len: usiz
 #[test]
 fn random_stacks_resolve_as_frame_by_frame_with_one_lookup_per_mapping() {
     let mut next = xorshift(0x2545_f491_4f6c_dd1d);
-    // Addresses in each mapping, between them, and in none.
-    let places = [
-        (0x40_0000, 0x1000),
-        (0x40_1000, 0x8000),
-        (0x7f00_0000, 0x1_0000),
-        (0x7f10_0000, 0x1_0000),
-        (0x50_0000, 0x1000),
-        (0x40_8ff8, 0x10), // across the end of the program text
-    ];
+    let places = PLACES;
     for _ in 0..2000 {
         let len = (next() % 40) as usize;
         let frames = random_stack(&mut next, &places, len);
@@ -387,19 +396,6 @@ fn out_of_room_the_runs_cover_a_prefix_resolved_exactly_and_fill_writes_only_it(
     }
 }
 
-/// The record of `frames` from runs (as `resolve` writes it), or `None` if `runs` do not
-/// cover them.
-fn record(frames: &[u64], runs: &[Run]) -> Vec<(u64, u32)> {
-    let mut offsets = vec![[0xaa; 8]; frames.len()];
-    let mut hashes = vec![[0xaa; 4]; frames.len()];
-    fill(frames, runs.iter().copied(), &mut offsets, &mut hashes);
-    offsets
-        .into_iter()
-        .map(u64::from_ne_bytes)
-        .zip(hashes.into_iter().map(u32::from_ne_bytes))
-        .collect()
-}
-
 const STAMP: Stamp = Stamp {
     exec_id: 3,
     seq: 42,
@@ -427,14 +423,7 @@ fn from_known(
 #[test]
 fn stacks_resolved_from_known_mappings_are_recorded_as_with_lookups() {
     let mut next = xorshift(0x1234_5678_9abc_def1);
-    let places = [
-        (0x40_0000, 0x1000),
-        (0x40_1000, 0x8000),
-        (0x7f00_0000, 0x1_0000),
-        (0x7f10_0000, 0x1_0000),
-        (0x50_0000, 0x1000), // in no mapping
-        (0x40_8ff8, 0x10),
-    ];
+    let places = PLACES;
     let mut known = KnownMappings::new();
     let (mut hits, mut misses) = (0, 0);
     for _ in 0..3000 {
