@@ -27,6 +27,7 @@
 
 #include <linux/buildid.h>
 #include <linux/kallsyms.h>
+#include <linux/rethook.h>
 #include <linux/ring_buffer.h>
 #include <linux/static_call.h>
 #include <linux/task_work.h>
@@ -55,6 +56,12 @@
 	FUNC(build_id_parse_file, OPTIONAL,					\
 	     "the GNU build-id in file_cache events",				\
 	     "file_cache events carry an empty build_id")			\
+	FUNC(rethook_try_get, OPTIONAL,						\
+	     "takes a return hook only for the cookies written on return",	\
+	     "every cookie takes a return hook and gives it back (about 100 instructions)") \
+	FUNC(rethook_hook, OPTIONAL,						\
+	     "hooks the return for a cookie written on return",		\
+	     "as without rethook_try_get")					\
 	DATA(ftrace_trace_arrays, struct list_head, REQUIRED,			\
 	     "the tracing instances that exist at load", NULL)			\
 	DATA(trace_types_lock, struct mutex, REQUIRED,				\

@@ -4,9 +4,10 @@
  * that has options/userstacktrace_delay set, with the unwind requested for it
  * (unwind_deferred_request()); its stack comes later (stack.c).
  *
- *   trace_buffer_unlock_commit_regs  kretprobe: after an event is committed into an
+ *   trace_buffer_unlock_commit_regs  kretprobe: as an event is committed into an
  *                                    instance (the same place where 6.12 records the
- *                                    synchronous <user stack trace>).
+ *                                    synchronous <user stack trace>); its return hook
+ *                                    taken only for cookies written after the commit.
  *   an ftrace export                 the events that kprobe handlers write: the commit
  *                                    probe cannot fire inside another kprobe's handler.
  *
@@ -75,9 +76,12 @@ static void ud_commit_cookie(struct ud_instance *inst, struct trace_buffer *buff
 		ud_count(cookies_lost);
 }
 
-static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
+/*
+ * At the entry of trace_buffer_unlock_commit_regs(): writes the cookie of the event now
+ * and returns false, or returns true with @args filled when it must be written on return.
+ */
+static __always_inline bool ud_commit_decide(struct pt_regs *regs, struct ud_commit_args *args)
 {
-	struct ud_commit_args *args = (void *)ri->data;
 	struct ring_buffer_event *event;
 	struct trace_buffer *buffer;
 	struct ud_instance *inst;
@@ -86,12 +90,12 @@ static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 
 	/* Kernel threads have no user stack; skip them before any other work. */
 	if (current->flags & PF_KTHREAD)
-		return 1;
+		return false;
 	/* Not inst->tr below: the instance may be unpublished meanwhile (tr stays valid). */
 	tr = (struct trace_array *)regs_get_kernel_argument(regs, 0);
 	inst = ud_find_instance(tr);
 	if (!inst || !READ_ONCE(inst->enabled))
-		return 1;
+		return false;
 	buffer = (struct trace_buffer *)regs_get_kernel_argument(regs, 1);
 	event = (struct ring_buffer_event *)regs_get_kernel_argument(regs, 2);
 	trace_ctx = regs_get_kernel_argument(regs, 3);
@@ -99,7 +103,7 @@ static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 	/*
 	 * The event is reserved in the ring buffer and about to be committed: an event
 	 * reserved now, nested in it as ring_buffer_nest_start() allows, lands right after
-	 * it. Writing here spares the return probe, which costs about as much as the cookie.
+	 * it. Writing here spares the return hook, which costs about as much as the cookie.
 	 *
 	 * Not so for an event built in this CPU's trace_buffered_event (a filtered or
 	 * soft-disabled event file): the commit copies it into the ring buffer, so a cookie
@@ -115,12 +119,18 @@ static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
 		ud_call(ring_buffer_nest_start)(buffer);
 		ud_commit_cookie(inst, buffer, trace_ctx);
 		ud_call(ring_buffer_nest_end)(buffer);
-		return 1;
+		return false;
 	}
 	args->inst = inst;
 	args->buffer = buffer;
 	args->trace_ctx = trace_ctx;
-	return 0;
+	return true;
+}
+
+/* The kretprobe's entry handler where the probe is left as the kprobe core made it. */
+static int ud_commit_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	return ud_commit_decide(regs, (struct ud_commit_args *)ri->data) ? 0 : 1;
 }
 
 static int ud_commit_return(struct kretprobe_instance *ri, struct pt_regs *regs)
@@ -144,6 +154,47 @@ struct kretprobe ud_commit_probe = {
 	.data_size	= sizeof(struct ud_commit_args),
 	/* maxactive: set at load, one per CPU and context (task, softirq, irq, NMI). */
 };
+
+#ifdef CONFIG_KRETPROBE_ON_RETHOOK
+/*
+ * The kretprobe's own pre-handler takes a return instance from its pool for every hit and
+ * gives it back when the entry handler wants no return: about 100 instructions for each
+ * cookie written on entry, the common case. This one, put in its place at load (before the
+ * probe is first armed), takes an instance only for a cookie that must be written on
+ * return, and then does what the kretprobe's does: the instance, its data, the return
+ * hook, through the same rethook, so the kprobe core still owns the instances, their
+ * handler (ud_commit_return() through the kretprobe's) and their release at unregister.
+ */
+static int ud_commit_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	struct kretprobe *rp = container_of(p, struct kretprobe, kp);
+	struct ud_commit_args args;
+	struct kretprobe_instance *ri;
+	struct rethook_node *node;
+
+	if (!ud_commit_decide(regs, &args))
+		return 0;
+	node = ud_call(rethook_try_get)(rp->rh);
+	if (!node) {
+		/* Every instance in use (or the probe going away): as the kretprobe counts it. */
+		rp->nmissed++;
+		return 0;
+	}
+	ri = container_of(node, struct kretprobe_instance, node);
+	*(struct ud_commit_args *)ri->data = args;
+	ud_call(rethook_hook)(node, regs, kprobe_ftrace(p));
+	return 0;
+}
+
+/* Once, after the commit probe is registered and before it is first armed. */
+void ud_commit_probe_own_entry(void)
+{
+	if (ud_hook_ok(UD_HOOK_rethook_try_get) && ud_hook_ok(UD_HOOK_rethook_hook))
+		ud_commit_probe.kp.pre_handler = ud_commit_pre;
+}
+#else
+void ud_commit_probe_own_entry(void) { }
+#endif
 
 /* --- The cookie after an event written in a kprobe handler: an ftrace export ---------- */
 

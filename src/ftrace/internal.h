@@ -153,6 +153,7 @@ extern struct kretprobe ud_commit_probe;
 void ud_deferred_init(void);
 void ud_defer(enum ud_deferred_kind kind, void (*fn)(void));
 void ud_deferred_wait(void);
+void ud_commit_probe_own_entry(void);
 bool ud_commit_probe_armed(void);
 void ud_commit_probe_update(void);
 void ud_commit_probe_update_soon(void);

@@ -150,6 +150,7 @@ int ud_ftrace_init(void)
 					 &ud_commit_probe);
 	if (ret)
 		goto err_probes;
+	ud_commit_probe_own_entry();
 
 	/* New instances: the primary hook, or the fallback when it is missing. */
 	if (ud_hook_register_kprobe(UD_HOOK_trace_array_create_dir, &ud_create_dir_probe))
