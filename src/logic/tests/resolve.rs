@@ -3,7 +3,7 @@
 use unwind_logic::file_id::{HASH_ANON, HASH_NO_MAPPING};
 use unwind_logic::resolve::{
     fill, resolve_known, resolve_runs, AddressSpace, KnownMappings, Mapping, Run, RunStore,
-    KNOWN_FILES, KNOWN_MAPPINGS,
+    KNOWN_FILES, KNOWN_MAPPINGS, RECENT,
 };
 use unwind_logic::task_maps::Stamp;
 
@@ -297,6 +297,21 @@ fn more_files_than_the_resolver_keeps_still_resolve_exactly() {
             space.runs.len(),
             "one lookup per file met anew"
         );
+        // Exactly: the resolver keeps the last RECENT mappings it looked up, the oldest
+        // replaced first (a frame in a kept mapping does not make it younger).
+        let mut kept: std::collections::VecDeque<u64> = std::collections::VecDeque::new();
+        let mut lookups = 0;
+        for &a in &frames {
+            let start = a & !0xf_ffff;
+            if !kept.contains(&start) {
+                lookups += 1;
+                if kept.len() == RECENT {
+                    kept.pop_front();
+                }
+                kept.push_back(start);
+            }
+        }
+        assert_eq!(space.lookups, lookups, "frames {frames:x?}");
     }
 }
 
