@@ -241,6 +241,16 @@ static enum ud_follows ud_follows_event(struct trace_buffer *buffer, unsigned lo
 					  end_readable, before, after);
 }
 
+/*
+ * The trace_ctx @entry was written with, as tracing_generic_entry_update() keeps it in the
+ * common fields (its low byte and its flags): the cookie's own, since it is written in the
+ * same context, and cheaper than computing it again (tracing_gen_ctx_irq_test()).
+ */
+static unsigned int ud_trace_ctx_of(const struct trace_entry *entry)
+{
+	return (unsigned int)entry->flags << 16 | entry->preempt_count;
+}
+
 static noinline void ud_export_cookie(const void *entry, unsigned int size)
 {
 	unsigned long end = (unsigned long)entry + size;	/* 4-byte aligned */
@@ -282,7 +292,7 @@ static noinline void ud_export_cookie(const void *entry, unsigned int size)
 			follows = ud_follows_event(buffer, (unsigned long)entry, end, end_readable,
 						   before, event);
 			if (follows == UD_AFTER && unwind_deferred_request(&inst->work, &cookie) >= 0) {
-				ud_fill_cookie(buffer, event, cookie, ud_trace_ctx());
+				ud_fill_cookie(buffer, event, cookie, ud_trace_ctx_of(entry));
 				ud_count(cookies);
 				ud_count(kprobe_cookies);
 			} else {
