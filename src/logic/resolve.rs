@@ -171,23 +171,6 @@ impl<const N: usize> MappingSet<N> {
         (0..N).find(|&i| self.file[i] == file)
     }
 
-    /// The first mapping kept (`start < end` if `file` is not 0): every entry holds it, and
-    /// the next replaces entry 1. (As [`Self::new`] followed by [`Self::push`] for what
-    /// [`Self::find`] and [`Self::of_file`] answer and for which entries the next mappings
-    /// replace, the copies being replaced before the first; built without the zeroing of
-    /// the whole set, a call of `memset` on a resolution's path.)
-    fn of_one(start: u64, end: u64, word: u64, file: usize, hash: u32) -> Self {
-        // INVARIANT: the caller's.
-        Self {
-            start: [start; N],
-            end: [end; N],
-            word: [word; N],
-            file: [file; N],
-            hash: [hash; N],
-            next: 1 % N,
-        }
-    }
-
     /// Keeps a mapping (`start < end` if `file` is not 0), in place of the oldest.
     fn push(&mut self, start: u64, end: u64, word: u64, file: usize, hash: u32) {
         let i = self.next % N;
@@ -234,8 +217,7 @@ pub fn resolve_runs(
     frames: &[u64],
     store: &mut impl RunStore,
 ) -> usize {
-    // (None until the first lookup: see `MappingSet::of_one`.)
-    let mut recent: Option<Recent> = None;
+    let mut recent = Recent::new();
     let mut runs = Runs {
         store,
         pending: None,
@@ -243,12 +225,13 @@ pub fn resolve_runs(
     };
     let mut i = 0;
     while let Some(&addr) = frames.get(i) {
-        let found = recent.as_ref().and_then(|r| {
-            r.find(addr)
-                .map(|i| (r.start[i], r.end[i], r.word[i], r.hash[i]))
-        });
-        let (start, end, bias, hash) = match found {
-            Some(mapping) => mapping,
+        let (start, end, bias, hash) = match recent.find(addr) {
+            Some(i) => (
+                recent.start[i],
+                recent.end[i],
+                recent.word[i],
+                recent.hash[i],
+            ),
             None => {
                 let Some(m) = space
                     .lookup(addr)
@@ -266,16 +249,13 @@ pub fn resolve_runs(
                     0 => (0, HASH_ANON),
                     file => (
                         file_offset(0, m.start, m.pgoff, page_shift),
-                        match recent.as_ref().and_then(|r| Some(r.hash[r.of_file(file)?])) {
-                            Some(hash) => hash,
+                        match recent.of_file(file) {
+                            Some(j) => recent.hash[j],
                             None => space.file_run(file),
                         },
                     ),
                 };
-                match &mut recent {
-                    Some(r) => r.push(m.start, m.end, bias, m.file, hash),
-                    None => recent = Some(Recent::of_one(m.start, m.end, bias, m.file, hash)),
-                }
+                recent.push(m.start, m.end, bias, m.file, hash);
                 (m.start, m.end, bias, hash)
             }
         };
