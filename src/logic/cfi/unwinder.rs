@@ -617,10 +617,13 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         else {
             return 0;
         };
-        let mut n = 0;
+        let mut n: usize = 0;
         // The PC whose row was last found a frame record (none yet: the return addresses
         // taken are not 0, see `plausible`, so no PC is the largest word).
         let mut record_pc = u64::MAX;
+        // (One test for both ends of the module's range: below `start` wraps to a huge
+        // offset; an empty or inverted range holds nothing.)
+        let span = end.saturating_sub(start);
         // Bounded by the output's length.
         while let Some(slot) = out.get_mut(len.wrapping_add(n)) {
             // The current frame's row is a frame record (the caller's probe, then the
@@ -629,11 +632,12 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
                 break;
             };
             *slot = ret;
-            n += 1;
+            // (No overflow: at most the output's length.)
+            n = n.wrapping_add(1);
             (ip, sp, rbp) = (ret, cfa, caller_rbp);
             // The next frame's row (its IP is a return address now).
             let pc = ip.wrapping_sub(1);
-            if pc < start || pc >= end {
+            if pc.wrapping_sub(start) >= span {
                 break;
             }
             // A recursion returns to one call site frame after frame: the same PC has the
@@ -917,10 +921,10 @@ pub fn compute_row_into<M: UnwindMemory>(
     row_for_pc_into(mem, &fde, pc, out)
 }
 
-/// [`Unwinder::plausible`] below `user_end`.
+/// [`Unwinder::plausible`] below `user_end`. (`new_sp` is not 0: it is above `sp`.)
 #[inline(always)]
 fn plausible(user_end: u64, sp: u64, ip: u64, new_sp: u64) -> bool {
-    ip != 0 && ip < user_end && new_sp != 0 && new_sp < user_end && new_sp > sp
+    ip != 0 && ip < user_end && new_sp < user_end && new_sp > sp
 }
 
 /// Adapts a [`ReadAhead`] to the frame-pointer walker's memory trait.
