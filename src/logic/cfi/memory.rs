@@ -91,13 +91,6 @@ struct Slot {
     data: [u8; WINDOW_BYTES],
 }
 
-const EMPTY_SLOT: Slot = Slot {
-    base: 0,
-    len: 0,
-    last_use: 0,
-    data: [0; WINDOW_BYTES],
-};
-
 /// An [`UnwindMemory`] that reads through [`WINDOW_SLOTS`] read-ahead windows of
 /// [`WINDOW_BYTES`] bytes, rejects any range that is not inside `1..user_end`, and stops
 /// reading when a byte budget is spent. It counts the calls and bytes of the underlying
@@ -110,8 +103,10 @@ const EMPTY_SLOT: Slot = Slot {
 ///
 /// # Invariants
 ///
-/// Every slot holds bytes that the underlying reader returned during this walk; `bytes`
-/// is the sum of the lengths of all underlying reads.
+/// Every slot that is not `None` holds bytes that the underlying reader returned during
+/// this walk; `bytes` is the sum of the lengths of all underlying reads. (Slots start as
+/// `None`, not as empty windows: a walk whose rows are all cached reads no unwind
+/// information, and zeroing the windows was a `memset` of some 350 bytes per walk.)
 pub struct ReadAhead<M> {
     inner: M,
     page_size: u64,
@@ -121,7 +116,7 @@ pub struct ReadAhead<M> {
     calls: u32,
     clock: u32,
     failure: ReadFailure,
-    slots: [Slot; WINDOW_SLOTS],
+    slots: [Option<Slot>; WINDOW_SLOTS],
 }
 
 impl<M: UnwindMemory> ReadAhead<M> {
@@ -139,7 +134,7 @@ impl<M: UnwindMemory> ReadAhead<M> {
             calls: 0,
             clock: 0,
             failure: ReadFailure::None,
-            slots: [EMPTY_SLOT; WINDOW_SLOTS],
+            slots: [None; WINDOW_SLOTS],
         }
     }
 
@@ -263,7 +258,7 @@ impl<M: UnwindMemory> UnwindMemory for ReadAhead<M> {
         }
         let now = self.tick();
         // A window that holds the whole range.
-        for slot in self.slots.iter_mut() {
+        for slot in self.slots.iter_mut().flatten() {
             let Some(start) = addr.checked_sub(slot.base) else {
                 continue;
             };
@@ -286,10 +281,10 @@ impl<M: UnwindMemory> UnwindMemory for ReadAhead<M> {
         let mut victim = 0;
         let mut oldest = 0;
         for (i, slot) in self.slots.iter().enumerate() {
-            if slot.len == 0 {
+            let Some(slot) = slot else {
                 victim = i;
                 break;
-            }
+            };
             let age = now.wrapping_sub(slot.last_use);
             if age > oldest {
                 victim = i;
@@ -306,10 +301,12 @@ impl<M: UnwindMemory> UnwindMemory for ReadAhead<M> {
         out.copy_from_slice(bytes);
         if let Some(slot) = self.slots.get_mut(victim) {
             // INVARIANT: `buf[..got]` was just read at `addr`.
-            slot.base = addr;
-            slot.len = got;
-            slot.last_use = now;
-            slot.data = buf;
+            *slot = Some(Slot {
+                base: addr,
+                len: got,
+                last_use: now,
+                data: buf,
+            });
         }
         true
     }
