@@ -259,18 +259,23 @@ fn random_stacks_resolve_as_frame_by_frame_with_one_lookup_per_mapping() {
     }
 }
 
-#[test]
-fn more_files_than_the_resolver_keeps_still_resolve_exactly() {
-    // Seven files, one mapping each: the oldest leaves the recent ones and is looked up and
-    // hashed again when the stack comes back to it.
-    let maps: Vec<Mapping> = (0..7u64)
+/// `n` mappings of 32 KiB, 1 MiB apart, each of a file of its own (0x100, 0x101, ...).
+fn one_file_each(n: u64) -> Vec<Mapping> {
+    (0..n)
         .map(|k| Mapping {
             start: 0x10_0000 * (k + 1),
             end: 0x10_0000 * (k + 1) + 0x8000,
             pgoff: k,
             file: 0x100 + k as usize,
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn more_files_than_the_resolver_keeps_still_resolve_exactly() {
+    // Seven files, one mapping each: the oldest leaves the recent ones and is looked up and
+    // hashed again when the stack comes back to it.
+    let maps = one_file_each(7);
     let places: Vec<(u64, u64)> = maps.iter().map(|m| (m.start, 0x8000)).collect();
     let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     for _ in 0..2000 {
@@ -507,14 +512,7 @@ fn stacks_resolved_from_known_mappings_are_recorded_as_with_lookups() {
 /// in a stack that had hashed the first keeps the file's hash.
 #[test]
 fn known_mappings_are_bounded_and_a_files_second_mapping_keeps_its_hash() {
-    let maps: Vec<Mapping> = (0..(KNOWN_MAPPINGS as u64 + 2))
-        .map(|k| Mapping {
-            start: 0x10_0000 * (k + 1),
-            end: 0x10_0000 * (k + 1) + 0x8000,
-            pgoff: k,
-            file: 0x100 + k as usize,
-        })
-        .collect();
+    let maps = one_file_each(KNOWN_MAPPINGS as u64 + 2);
     let all: Vec<u64> = maps.iter().map(|m| m.start + 0x10).collect();
     let mut table = Space {
         maps: maps.clone(),
