@@ -192,13 +192,14 @@ fn frames_in(frames: &[u64], start: u64, end: u64) -> usize {
     let span = end.wrapping_sub(start);
     let out = |a: u64| a.wrapping_sub(start) >= span;
     let mut chunks = frames.chunks_exact(4);
-    let mut n = 0;
+    let mut n: usize = 0;
     for chunk in &mut chunks {
         let &[a, b, c, d] = chunk else { break };
         if out(a) || out(b) || out(c) || out(d) {
             break;
         }
-        n += 4;
+        // (No overflow: at most `frames.len()`.)
+        n = n.wrapping_add(4);
     }
     let rest = frames.get(n..).unwrap_or_default();
     n + rest.iter().position(|&a| out(a)).unwrap_or(rest.len())
