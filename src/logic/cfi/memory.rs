@@ -399,10 +399,18 @@ impl StackWindow {
     /// some word of the window (never a panic): a load, without a bounds check.
     #[inline]
     pub fn word(&self, at: usize) -> u64 {
-        let i = at & (STACK_WINDOW_BYTES - 8);
-        match self.data.get(i..i.wrapping_add(8)) {
-            Some(&[a, b, c, d, e, f, g, h]) => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
-            _ => 0,
+        word_at(&self.data, at)
+    }
+
+    /// The frame records (two words, `[%rbp, return address]`) the window holds now, for a
+    /// loop that reads many while the window does not change.
+    #[inline(always)]
+    pub fn records(&self) -> HeldRecords<'_> {
+        // A record at `base + 8 * i` ends at `8 * i + 16 <= len` exactly when `i < len / 8 - 1`.
+        HeldRecords {
+            base: self.base,
+            count: ((self.len / 8) as u64).saturating_sub(1),
+            data: &self.data,
         }
     }
 
@@ -526,6 +534,52 @@ impl StackWindow {
     ) -> Option<usize> {
         self.prefetch(mem, addr, n);
         self.offset_of(addr, n)
+    }
+}
+
+/// The frame records a [`StackWindow`] holds ([`StackWindow::records`]).
+///
+/// # Invariants
+///
+/// `count <= STACK_WINDOW_BYTES / 8 - 1`, and the record at `base + 8 * i` for `i < count`
+/// is the window's bytes `8 * i..8 * i + 16`, read during the walk.
+pub struct HeldRecords<'w> {
+    base: u64,
+    count: u64,
+    data: &'w [u8; STACK_WINDOW_BYTES],
+}
+
+impl HeldRecords<'_> {
+    /// The record `[word at addr, word at addr + 8]` if the window holds both words at an
+    /// offset that is a multiple of 8 (the one [`StackWindow::hold`] then gives): what
+    /// [`StackWindow::word`] would read there.
+    #[inline(always)]
+    pub fn at(&self, addr: u64) -> Option<[u64; 2]> {
+        // One comparison for the alignment and both ends (as the frame-pointer walker's
+        // window): below `base` the offset wraps to a huge word, and an unaligned one keeps
+        // its low bits at the top after the rotation.
+        let i = addr.wrapping_sub(self.base).rotate_right(3);
+        if i >= self.count {
+            return None;
+        }
+        // `i < count` (invariant): the record lies in `data`, so the masks change nothing
+        // and only spare the bounds checks.
+        let at = (i as usize).wrapping_mul(8);
+        Some([
+            word_at(self.data, at),
+            word_at(self.data, at.wrapping_add(8)),
+        ])
+    }
+}
+
+/// The little-endian word at offset `at` of `data`, for `at` a multiple of 8 below its
+/// end; some word of `data` otherwise (a load without a bounds check, never a panic).
+#[inline(always)]
+fn word_at(data: &[u8; STACK_WINDOW_BYTES], at: usize) -> u64 {
+    let i = at & (STACK_WINDOW_BYTES - 8);
+    match data.get(i..i.wrapping_add(8)) {
+        Some(&[a, b, c, d, e, f, g, h]) => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+        _ => 0,
     }
 }
 

@@ -583,8 +583,9 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             };
             self.exact = false;
             *slot = new_ip;
-            len += 1;
-            frames += 1;
+            // (No overflow: both at most the output's length.)
+            len = len.wrapping_add(1);
+            frames = frames.wrapping_add(1);
         }
         // (Each frame is a row found in the cache and a frame unwound by CFI.)
         self.stats.cache_hits = self.stats.cache_hits.saturating_add(frames);
@@ -604,9 +605,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
     /// many times).
     #[inline(always)]
     fn record_run(&mut self, out: &mut [u64], len: usize, sets: u32) -> usize {
-        let (Some(mut ip), Some(mut sp), Some(mut rbp)) =
-            (self.regs.get(RA), self.regs.get(RSP), self.regs.get(RBP))
-        else {
+        let (Some(mut sp), Some(mut rbp)) = (self.regs.get(RSP), self.regs.get(RBP)) else {
             return 0;
         };
         let Located {
@@ -617,44 +616,74 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         else {
             return 0;
         };
-        let mut n: usize = 0;
+        let user_end = self.user_end;
+        // The next frame's slot (the IP taken last is the one before it).
+        let mut k = len;
         // The PC whose row was last found a frame record (none yet: the return addresses
         // taken are not 0, see `plausible`, so no PC is the largest word).
         let mut record_pc = u64::MAX;
         // (One test for both ends of the module's range: below `start` wraps to a huge
         // offset; an empty or inverted range holds nothing.)
         let span = end.saturating_sub(start);
+        // Whether the row of the frame whose PC is `pc` (a return address less one) is a
+        // frame record in the hot rows, in the same module: the run goes on.
+        let mut goes_on = |cache: &C, pc: u64| {
+            // A recursion returns to one call site frame after frame: the same PC has the
+            // same row, found a frame record already (and in the range).
+            if pc == record_pc {
+                return true;
+            }
+            if pc.wrapping_sub(start) >= span {
+                return false;
+            }
+            record_pc = pc;
+            cache
+                .hot(id, pc.wrapping_sub(bias))
+                .is_some_and(|row| row.is_frame_record())
+        };
+        // Each turn: the records the window holds, in a loop of their own (as the
+        // frame-pointer walker's: the window's bounds stay in registers, one comparison
+        // tests a record's place), then one record the window does not hold, filling it.
+        // The current frame's row is a frame record (the caller's probe, then `goes_on`).
         // Bounded by the output's length.
-        while let Some(slot) = out.get_mut(len.wrapping_add(n)) {
-            // The current frame's row is a frame record (the caller's probe, then the
-            // probe at the end of the loop).
-            let Some((caller_rbp, ret, cfa)) = self.record_caller(rbp, sp) else {
+        'run: loop {
+            let held = self.stack.records();
+            let caller = loop {
+                let Some(slot) = out.get_mut(k) else {
+                    break 'run;
+                };
+                let Some([caller_rbp, ret]) = held.at(rbp) else {
+                    // Not in the window (or not 8-aligned in it): `record_caller` fills the
+                    // window from the record, or refuses it (a misaligned record, a fault,
+                    // a caller that is not plausible) and the run ends.
+                    break self.record_caller(rbp, sp);
+                };
+                let cfa = rbp.wrapping_add(16);
+                if !plausible(user_end, sp, ret, cfa) {
+                    break 'run;
+                }
+                let pc = ret.wrapping_sub(1);
+                *slot = ret;
+                // (No overflow: at most the output's length.)
+                k = k.wrapping_add(1);
+                (sp, rbp) = (cfa, caller_rbp);
+                if !goes_on(&*self.cache, pc) {
+                    break 'run;
+                }
+            };
+            let (Some((caller_rbp, ret, cfa)), Some(slot)) = (caller, out.get_mut(k)) else {
                 break;
             };
             *slot = ret;
-            // (No overflow: at most the output's length.)
-            n = n.wrapping_add(1);
-            (ip, sp, rbp) = (ret, cfa, caller_rbp);
-            // The next frame's row (its IP is a return address now).
-            let pc = ip.wrapping_sub(1);
-            if pc.wrapping_sub(start) >= span {
+            k = k.wrapping_add(1);
+            (sp, rbp) = (cfa, caller_rbp);
+            if !goes_on(&*self.cache, ret.wrapping_sub(1)) {
                 break;
             }
-            // A recursion returns to one call site frame after frame: the same PC has the
-            // same row, found a frame record already.
-            if pc == record_pc {
-                continue;
-            }
-            if !self
-                .cache
-                .hot(id, pc.wrapping_sub(bias))
-                .is_some_and(|row| row.is_frame_record())
-            {
-                break;
-            }
-            record_pc = pc;
         }
-        if n != 0 {
+        let n = k.wrapping_sub(len);
+        // The IP: the return address taken last.
+        if let Some(&ip) = out.get(k.wrapping_sub(1)).filter(|_| n != 0) {
             // INVARIANT: the new IP is non-zero and below user_end, RA and RSP are known.
             self.regs.set_value(RBP, rbp);
             self.regs.set_value(RA, ip);
@@ -924,7 +953,9 @@ pub fn compute_row_into<M: UnwindMemory>(
 /// [`Unwinder::plausible`] below `user_end`. (`new_sp` is not 0: it is above `sp`.)
 #[inline(always)]
 fn plausible(user_end: u64, sp: u64, ip: u64, new_sp: u64) -> bool {
-    ip != 0 && ip < user_end && new_sp < user_end && new_sp > sp
+    // `ip != 0 && ip < user_end` in one comparison: 0 wraps to the largest word (and the
+    // frame-record loop's PC, `ip - 1`, is the same subtraction).
+    ip.wrapping_sub(1) < user_end.wrapping_sub(1) && new_sp < user_end && new_sp > sp
 }
 
 /// Adapts a [`ReadAhead`] to the frame-pointer walker's memory trait.

@@ -710,6 +710,50 @@ fn stack_window_fills() {
     assert_eq!(r.bytes_read(), 8);
 }
 
+/// The frame records a window holds: exactly those whose two words lie in what was read
+/// (never the stale bytes past it, which an earlier, longer fill left), at an offset that
+/// is a multiple of 8, and the words the window's reads give there.
+#[test]
+fn stack_window_records_held() {
+    let mut inner = SegMem::default();
+    inner.add(0x10_0000, (0..PAGE).map(|i| (i / 8) as u8).collect());
+    let word = |a: u64| u64::from_le_bytes([((a - 0x10_0000) / 8) as u8; 8]);
+    let mut r = ReadAhead::new(&mut inner, PAGE, USER_END, u64::MAX);
+    let mut w = StackWindow::new();
+    // A whole window first, so that bytes past the next, shorter fill are stale, not zero.
+    assert_eq!(w.hold(&mut r, 0x10_0d00, 16), Some(0));
+    // The next in sequence, cut at the page end: 0x10_0f00..0x10_1000, 32 words.
+    let base = 0x10_0f00;
+    assert_eq!(w.hold(&mut r, base, 16), Some(0));
+    assert_eq!(w.offset_of(base + 0xf8, 8), Some(0xf8));
+    assert_eq!(w.offset_of(base + 0xf8, 16), None);
+    let held = w.records();
+    for a in (base..base + 0xf0 + 1).step_by(8) {
+        assert_eq!(held.at(a), Some([word(a), word(a + 8)]), "{a:#x}");
+    }
+    // The last word alone, past the fill, unaligned, below the window: not held.
+    for a in [
+        base + 0xf8,
+        base + 0x100,
+        base + 0x1f0,
+        base + 4,
+        base + 0xef,
+        base - 8,
+        0,
+    ] {
+        assert_eq!(held.at(a), None, "{a:#x}");
+    }
+    // A window of one word holds no record; an empty one none.
+    let mut inner = SegMem::default();
+    inner.add(0x20_0000, vec![7; 8]);
+    let mut r = ReadAhead::new(&mut inner, PAGE, USER_END, u64::MAX);
+    let mut w = StackWindow::new();
+    assert!(w.hold(&mut r, 0x20_0000, 8).is_some());
+    assert_eq!(w.records().at(0x20_0000), None);
+    w.clear();
+    assert_eq!(w.records().at(0), None);
+}
+
 /// A task's hot rows: compact rows only, two places a row (a later PC whose places are
 /// both taken replaces an earlier one), misses fall through to the shared cache and fill the hot
 /// rows, and rows without a compact form stay in the shared cache alone.
