@@ -5,13 +5,15 @@
 #   (a) a test during which the kernel warns (the test client's "warn") is reported
 #       "not ok" by tests/run-guest.sh and makes scripts/vm-test.sh exit non-zero;
 #   (b) a guest that hangs (a test sleeping forever) is killed at vm-test.sh's --timeout
-#       and reported, with a non-zero exit.
-# The two deliberately failing tests are tests/selftest/*.selftest (not *.tc, so the normal
+#       and reported, with a non-zero exit;
+#   (c) a guest whose kernel panics is reported as a crash, with the panic's own line from
+#       the kernel's console (vm-test.sh passes vng --verbose), and a non-zero exit.
+# The three deliberately failing tests are tests/selftest/*.selftest (not *.tc, so the normal
 # suite never runs them).
 #
 #   scripts/harness-selftest.sh [--kernel KDIR]
 #
-# Prints one line per check and "N passed, N failed"; exits 0 only when both failures were
+# Prints one line per check and "N passed, N failed"; exits 0 only when every failure was
 # detected.
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -64,6 +66,18 @@ if [ $rc != 0 ] && grep -q 'did not finish within' "$out/hang.log" &&
 fi
 result $ok "a hung guest is killed after ${elapsed}s (--timeout $timeout) and vm-test.sh fails (exit $rc)" \
 	"see $out/hang.log"
+
+# (c) A panic ends the guest at once (oops=panic panic=-1): reported with its console line.
+"$REPO/scripts/vm-test.sh" --kernel "$kdir" --out "$out/panic" --timeout 600 \
+	"$REPO/tests/selftest/panic.selftest" > "$out/panic.log" 2>&1
+rc=$?
+ok=0
+if [ $rc != 0 ] && grep -q 'without a summary line: crash or panic' "$out/panic.log" &&
+   grep -q 'Kernel panic - not syncing: sysrq triggered crash' "$out/panic.log"; then
+	ok=1
+fi
+result $ok "a kernel panic is reported as a crash with its console line, and vm-test.sh fails (exit $rc)" \
+	"see $out/panic.log"
 
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]

@@ -76,10 +76,13 @@ injector=$!
 trap 'kill $injector 2>/dev/null' EXIT
 
 # stdin from /dev/null: vng must not wait for a terminal (CI has none).
+# --verbose sends the kernel's console into vm.log (without it vng sends it to /dev/null,
+# and a guest that panics ends with no word of why); loglevel=5 (after vng's 7) keeps only
+# warnings and worse: a crash's oops and panic lines, not the boot's chatter.
 timeout --kill-after=15 "$timeout" \
-	vng --run "$image" --disable-kvm --user root --cpus "$cpus" --memory "$memory" \
+	vng --run "$image" --disable-kvm --verbose --user root --cpus "$cpus" --memory "$memory" \
 	--rwdir="$out" --qemu-opts="-qmp unix:$qmp,server=on,wait=off ${icount:+-icount shift=0,sleep=off} $plugin" \
-	--append "panic_on_warn=0 oops=panic panic=-1 nmi_watchdog=0" \
+	--append "panic_on_warn=0 oops=panic panic=-1 nmi_watchdog=0 loglevel=5" \
 	--exec "$guest_env UD_OUT=$out $runner ${tests[*]} 2>&1 | tee $out/guest.tap" </dev/null 2>&1 | tee "$out/vm.log"
 rc=${PIPESTATUS[0]}
 
