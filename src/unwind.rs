@@ -44,14 +44,19 @@ const MODULE_SLOTS: usize = 64;
 /// The most of a file's head read for its ELF and program headers.
 const MAX_HEADERS: usize = 4096;
 
-/// One task's cached stack, and its recent mappings (one allocation per task, at its first
-/// walk).
+/// One task's cached stack, and its recent mappings (two allocations per task, at its first
+/// walk: the stack's entries, 4 KiB, apart, so that the rest, hot rows first, has an 8 KiB
+/// kmalloc bucket of its own).
+///
+/// # Invariants
+///
+/// `entries` has [`MAX_ENTRIES`] elements; `nr <= MAX_ENTRIES`.
 #[repr(C)]
 pub(crate) struct StackCache {
     /// Whether `entries[..nr]` holds this entry's stack.
     filled: usize,
     nr: usize,
-    entries: [u64; MAX_ENTRIES],
+    entries: KVec<u64>,
     /// Where the unwind information of the task's recent mappings is (see [`TaskMaps`]).
     maps: TaskMaps,
     /// The rows of the code the task runs most (in front of the per-CPU row caches, which
@@ -101,13 +106,16 @@ const _: () = assert!(core::mem::size_of::<StackCache>() <= 8192);
 impl StackCache {
     /// An empty cache, built in place (it is too large for the stack of a task work).
     pub(crate) fn new_boxed() -> Option<KBox<Self>> {
+        let mut entries = KVec::with_capacity(MAX_ENTRIES, GFP_KERNEL).ok()?;
+        entries.extend_with(MAX_ENTRIES, 0, GFP_KERNEL).ok()?;
         // (Constants written into the allocation: nothing of this size goes through the
         // stack.)
         KBox::init(
+            // INVARIANT: MAX_ENTRIES entries, none of them taken.
             init!(StackCache {
                 filled: 0,
                 nr: 0,
-                entries: [0; MAX_ENTRIES],
+                entries,
                 maps: TaskMaps::new(),
                 hot: HotRows::new(),
                 window: WalkWindow::Cfi(StackWindow::new()),
@@ -376,7 +384,7 @@ pub(crate) fn current_stack<'a>(cache: Option<&'a mut StackCache>, caches: &Unwi
     if cache.filled != 0 {
         bump(Counter::unwind_cached);
         let nr = cache.nr.min(MAX_ENTRIES);
-        return &mut cache.entries[..nr];
+        return cache.entries.get_mut(..nr).unwrap_or_default();
     }
     let nr = if sys::current_has_mm() {
         walk_current(
@@ -394,7 +402,8 @@ pub(crate) fn current_stack<'a>(cache: Option<&'a mut StackCache>, caches: &Unwi
     if nr == 0 {
         bump(Counter::unwind_empty);
     }
+    // INVARIANT: at most MAX_ENTRIES.
     cache.nr = nr.min(MAX_ENTRIES);
     cache.filled = 1;
-    &mut cache.entries[..cache.nr]
+    cache.entries.get_mut(..cache.nr).unwrap_or_default()
 }
