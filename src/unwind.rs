@@ -27,8 +27,8 @@ use kernel::sync::Mutex;
 
 use crate::ffi;
 use crate::logic::cfi::{
-    self, elf, modules, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, Regs, Row, RowCache,
-    RowStore, SharedRows, SharedSlot, StackWindow, UnwindInfoSource, UnwindMemory, WalkParams,
+    self, elf, modules, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, RecentAnswers, Regs, Row,
+    RowCache, RowStore, SharedRows, SharedSlot, StackWindow, UnwindInfoSource, UnwindMemory, WalkParams,
     SHARED_ROW_ENTRIES,
 };
 use crate::logic::task_maps::{Stamp, TaskMaps};
@@ -59,6 +59,10 @@ pub(crate) struct StackCache {
     entries: KVec<u64>,
     /// Where the unwind information of the task's recent mappings is (see [`TaskMaps`]).
     maps: TaskMaps,
+    /// The last walk's answers of where the unwind information is, which the next walk
+    /// starts with: they hold while `maps` keeps its stamp (kept only by walks that read
+    /// one).
+    recent: RecentAnswers,
     /// The rows of the code the task runs most (in front of the per-CPU row caches, which
     /// each lookup must reach with preemption off).
     hot: HotRows,
@@ -117,6 +121,7 @@ impl StackCache {
                 nr: 0,
                 entries,
                 maps: TaskMaps::new(),
+                recent: RecentAnswers::new(),
                 hot: HotRows::new(),
                 window: WalkWindow::Cfi(StackWindow::new()),
             }),
@@ -317,6 +322,7 @@ fn walk_current(
     caches: &UnwindCaches,
     out: &mut [u64],
     maps: &mut TaskMaps,
+    recent: &mut RecentAnswers,
     hot: &mut HotRows,
     window: &mut WalkWindow,
 ) -> usize {
@@ -333,10 +339,22 @@ fn walk_current(
     }
     let values = sys::current_user_regs_dwarf();
     let params = WalkParams::new(mode, user_end, page);
-    let maps = sys::current_maps_stamp().map(|(exec_id, seq)| {
-        maps.begin(Stamp { exec_id, seq });
-        maps
-    });
+    let mut unstamped;
+    let (maps, recent) = match sys::current_maps_stamp() {
+        Some((exec_id, seq)) => {
+            // The last walk's answers hold if the address space has not changed since.
+            if !maps.begin(Stamp { exec_id, seq }) {
+                recent.clear();
+            }
+            (Some(maps), recent)
+        }
+        // (A walk without a stamp, while the mappings change, keeps nothing for the next:
+        // it starts from no answers, and leaves the task's as they were.)
+        None => {
+            unstamped = RecentAnswers::new();
+            (None, &mut unstamped)
+        }
+    };
     let mut modules = TaskModules { caches, maps, maps_cached: 0, maps_looked_up: 0 };
     let mut rows = Layered {
         hot,
@@ -345,6 +363,7 @@ fn walk_current(
     let r = window.cfi(|window| {
         cfi::walk_in(
             window,
+            recent,
             &mut CurrentUserMemory,
             &mut modules,
             &mut rows,
@@ -391,6 +410,7 @@ pub(crate) fn current_stack<'a>(cache: Option<&'a mut StackCache>, caches: &Unwi
             caches,
             &mut cache.entries,
             &mut cache.maps,
+            &mut cache.recent,
             &mut cache.hot,
             &mut cache.window,
         )

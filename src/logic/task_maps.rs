@@ -74,13 +74,16 @@ impl TaskMaps {
         }
     }
 
-    /// Starts a walk at `stamp`: a different one empties the cache.
-    pub fn begin(&mut self, stamp: Stamp) {
-        if stamp != self.stamp {
-            // INVARIANT: nothing kept under the old stamp survives.
-            self.len = 0;
-            self.stamp = stamp;
+    /// Starts a walk at `stamp`: a different one empties the cache. Returns whether the
+    /// stamp is the last walk's (what was found then still holds).
+    pub fn begin(&mut self, stamp: Stamp) -> bool {
+        if stamp == self.stamp {
+            return true;
         }
+        // INVARIANT: nothing kept under the old stamp survives.
+        self.len = 0;
+        self.stamp = stamp;
+        false
     }
 
     /// The mapping kept that holds `pc`, as `(start, end, answer)`, if any (marked used).

@@ -61,8 +61,8 @@ pub use row::Row;
 pub use shared_rows::{SharedRows, SharedSlot, SHARED_ROW_ENTRIES};
 #[allow(unused_imports)]
 pub use unwinder::{
-    walk, walk_in, Located, Lookup, Mode, ModuleInfo, Stop, UnwindInfoSource, Unwinder, WalkParams,
-    WalkResult, WalkStats,
+    walk, walk_in, Located, Lookup, Mode, ModuleInfo, RecentAnswers, Stop, UnwindInfoSource,
+    Unwinder, WalkParams, WalkResult, WalkStats,
 };
 
 /// Why a piece of unwind information, an expression or a frame was rejected.

@@ -302,6 +302,51 @@ pub struct Frame {
 const LOCATED: usize = 4;
 const _: () = assert!(LOCATED >= 2);
 
+/// The last answers of an [`UnwindInfoSource`], and the ranges they hold for, that a walk
+/// keeps and passes on to the next walk of the same address space: `located[0]` is the
+/// current frame's, the others the most recent ones before it (a stack alternates between
+/// a few files: a program, its libraries, the C library). The next walk of a stack of the
+/// same shape starts with the answers it needs (the module keeps one per task: a short
+/// stack through the C library asked the task's cache of mappings twice a walk, and the
+/// zeroing of a new set was a `memset`).
+///
+/// The caller makes sure the answers still hold: [`RecentAnswers::clear`] whenever what
+/// the source would answer may have changed (the module: a task whose address space has a
+/// new stamp, as the task's cache of mappings, `task_maps`, is emptied).
+///
+/// # Invariants
+///
+/// `victim` is in `1..LOCATED`.
+#[derive(Debug, Clone)]
+pub struct RecentAnswers {
+    located: [Located; LOCATED],
+    /// Where the next answer of the source puts the current one (the entries are replaced
+    /// in turn).
+    victim: usize,
+}
+
+impl RecentAnswers {
+    /// No answers.
+    pub const fn new() -> Self {
+        // INVARIANT: 1 is in 1..LOCATED.
+        Self {
+            located: [Located::NOTHING; LOCATED],
+            victim: 1,
+        }
+    }
+
+    /// Forgets every answer (the source's may have changed).
+    pub fn clear(&mut self) {
+        *self = Self::new();
+    }
+}
+
+impl Default for RecentAnswers {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// A walk in progress, one frame at a time ([`walk`] drives one to fill an array).
 ///
 /// A warm frame (its row cached in compact form) is a cache lookup, the reads of its saved
@@ -318,13 +363,8 @@ pub struct Unwinder<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> {
     /// is not zeroed again at every walk).
     stack: &'a mut StackWindow,
     source: &'a mut S,
-    /// The last answers of `source`, and the ranges they hold for: `located[0]` is the
-    /// current frame's, the others the most recent ones before it (a stack alternates
-    /// between a few files: a program, its libraries, the C library).
-    located: [Located; LOCATED],
-    /// Where the next answer of `source` puts the current one (in `1..LOCATED`: the entries
-    /// are replaced in turn).
-    victim: usize,
+    /// The last answers of `source` (those of the caller's earlier walks first).
+    recent: &'a mut RecentAnswers,
     cache: &'a mut C,
     regs: Regs,
     /// Whether `regs`' IP is exact (the first frame, or interrupted by a signal) rather than
@@ -338,12 +378,14 @@ pub struct Unwinder<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> {
 
 impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C> {
     /// A walk from `regs`, the user registers at kernel entry (the IP is `regs`' `RA`
-    /// column; `RSP` must be known), reading the stack through `window` (emptied first).
+    /// column; `RSP` must be known), reading the stack through `window` (emptied first),
+    /// starting with the answers of `source` in `recent` (which must hold for it).
     pub fn new(
         mem: &'a mut M,
         source: &'a mut S,
         cache: &'a mut C,
         window: &'a mut StackWindow,
+        recent: &'a mut RecentAnswers,
         regs: Regs,
         params: &WalkParams,
     ) -> Self {
@@ -363,8 +405,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             mem: ReadAhead::new(mem, params.page_size, params.user_end, params.byte_budget),
             stack: window,
             source,
-            located: [Located::NOTHING; LOCATED],
-            victim: 1,
+            recent,
             cache,
             regs,
             exact: true,
@@ -421,11 +462,11 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         let stepped = match self.mode {
             Mode::Fp => self.fp_step(sp),
             Mode::Auto | Mode::Cfi => {
-                if !self.located[0].holds(pc) {
+                if !self.recent.located[0].holds(pc) {
                     self.locate(pc);
                 }
                 // (Only the two words the fast path needs are copied out of the answer.)
-                if let Lookup::Module(ModuleInfo { id, bias, .. }) = self.located[0].lookup {
+                if let Lookup::Module(ModuleInfo { id, bias, .. }) = self.recent.located[0].lookup {
                     // The fast path: a warm frame.
                     let rel_pc = pc.wrapping_sub(bias);
                     match self.cache.lookup(id, rel_pc) {
@@ -439,7 +480,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
                         },
                     }
                 } else {
-                    self.no_row_step(self.located[0].lookup, sp)
+                    self.no_row_step(self.recent.located[0].lookup, sp)
                 }
             }
         };
@@ -457,19 +498,20 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
     /// a stack went from one file to another (a tenth of an interpreter's walk).
     #[inline(never)]
     fn locate(&mut self, pc: u64) {
-        if let Some(i) = (1..LOCATED).find(|&i| self.located[i].holds(pc)) {
-            self.located.swap(0, i);
+        let recent = &mut *self.recent;
+        if let Some(i) = (1..LOCATED).find(|&i| recent.located[i].holds(pc)) {
+            recent.located.swap(0, i);
             return;
         }
-        let victim = self.victim;
+        let victim = recent.victim;
         // INVARIANT: `victim` stays in 1..LOCATED.
-        self.victim = if victim + 1 < LOCATED { victim + 1 } else { 1 };
+        recent.victim = if victim + 1 < LOCATED { victim + 1 } else { 1 };
         // The source's answer first, then the current one into the victim's place: copied
         // into its place the current one went through `memmove` (the compiler could not
         // tell that the victim is never entry 0).
-        let current = self.located[0];
-        self.located[0] = self.source.find(pc);
-        if let Some(slot) = self.located.get_mut(victim) {
+        let current = recent.located[0];
+        recent.located[0] = self.source.find(pc);
+        if let Some(slot) = recent.located.get_mut(victim) {
             *slot = current;
         }
     }
@@ -551,10 +593,10 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             // the program to the C library and back, finds it among the recent answers;
             // a file met first in this walk is asked of the source, which the module
             // answers from the task's cache of mappings.)
-            if !self.located[0].holds(pc) {
+            if !self.recent.located[0].holds(pc) {
                 self.locate(pc);
             }
-            let Lookup::Module(ModuleInfo { id, bias, .. }) = self.located[0].lookup else {
+            let Lookup::Module(ModuleInfo { id, bias, .. }) = self.recent.located[0].lookup else {
                 break;
             };
             let Some(row) = self.cache.hot(id, pc.wrapping_sub(bias)) else {
@@ -612,7 +654,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             start,
             end,
             lookup: Lookup::Module(ModuleInfo { id, bias, .. }),
-        } = self.located[0]
+        } = self.recent.located[0]
         else {
             return 0;
         };
@@ -851,7 +893,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         sp: u64,
         marked: bool,
     ) -> Result<Option<Frame>, Error> {
-        let Lookup::Module(module) = self.located[0].lookup else {
+        let Lookup::Module(module) = self.recent.located[0].lookup else {
             return Err(Error::NotFound);
         };
         let module = &module;
@@ -992,6 +1034,7 @@ pub fn walk<M: UnwindMemory, S: UnwindInfoSource, C: RowStore>(
 ) -> WalkResult {
     walk_in(
         &mut StackWindow::new(),
+        &mut RecentAnswers::new(),
         mem,
         source,
         cache,
@@ -1003,9 +1046,12 @@ pub fn walk<M: UnwindMemory, S: UnwindInfoSource, C: RowStore>(
 
 /// [`walk`] through the stack window `window` (whatever it holds is dropped first): a
 /// window kept across walks (the module keeps one per task) spares each walk the zeroing
-/// of a new one.
+/// of a new one. The walk starts with the answers of `source` in `recent`, which must
+/// hold for it (see [`RecentAnswers`]), and leaves its own there.
+#[allow(clippy::too_many_arguments)]
 pub fn walk_in<M: UnwindMemory, S: UnwindInfoSource, C: RowStore>(
     window: &mut StackWindow,
+    recent: &mut RecentAnswers,
     mem: &mut M,
     source: &mut S,
     cache: &mut C,
@@ -1016,7 +1062,7 @@ pub fn walk_in<M: UnwindMemory, S: UnwindInfoSource, C: RowStore>(
     if params.mode == Mode::Fp {
         return fp_walk(mem, regs, params, out);
     }
-    let mut unwinder = Unwinder::new(mem, source, cache, window, *regs, params);
+    let mut unwinder = Unwinder::new(mem, source, cache, window, recent, *regs, params);
     let Some(first) = out.first_mut() else {
         return WalkResult {
             len: 0,

@@ -618,7 +618,16 @@ fn deep_stacks_fit_the_budget() {
         // Each saved %rbx is where the frame saved it.
         let mut c = RowCache::new();
         let mut window = StackWindow::new();
-        let mut u = Unwinder::new(&mut mem, &mut source, &mut c, &mut window, regs, &params);
+        let mut recent = RecentAnswers::new();
+        let mut u = Unwinder::new(
+            &mut mem,
+            &mut source,
+            &mut c,
+            &mut window,
+            &mut recent,
+            regs,
+            &params,
+        );
         for k in 0..4 {
             u.next_frame().unwrap();
             assert_eq!(u.regs().get(RBX), Some(0xb0b0 + k));

@@ -23,8 +23,8 @@ use object::{Object, ObjectSymbol};
 use unwind_logic::cfi::elf;
 use unwind_logic::cfi::regs::{RA, RSP};
 use unwind_logic::cfi::{
-    walk, ElfInfo, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, Regs, RowCache, RowStore,
-    Stop, UnwindInfoSource, Unwinder, WalkParams,
+    walk, walk_in, ElfInfo, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, Regs, RowCache,
+    RowStore, Stop, UnwindInfoSource, Unwinder, WalkParams,
 };
 
 const PROG_C: &str = r#"
@@ -631,7 +631,16 @@ fn unwinds_through_signal_frame() {
     let params = WalkParams::new(Mode::Cfi, USER_END, PAGE);
     let mut mem = snap.mem.clone();
     let mut window = unwind_logic::cfi::StackWindow::new();
-    let mut u = Unwinder::new(&mut mem, &mut snap, &mut cache, &mut window, regs, &params);
+    let mut recent = unwind_logic::cfi::RecentAnswers::new();
+    let mut u = Unwinder::new(
+        &mut mem,
+        &mut snap,
+        &mut cache,
+        &mut window,
+        &mut recent,
+        regs,
+        &params,
+    );
     let mut sp = regs.get(RSP).unwrap();
     let mut n = 0;
     while let Ok(f) = u.next_frame() {
@@ -853,6 +862,65 @@ fn warm_walk_reads_a_window_every_few_frames() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Counts the questions a walk asks its source.
+struct CountingSource<'s, S>(&'s mut S, usize);
+
+impl<S: UnwindInfoSource> UnwindInfoSource for CountingSource<'_, S> {
+    fn find(&mut self, pc: u64) -> Located {
+        self.1 += 1;
+        self.0.find(pc)
+    }
+}
+
+/// A walk that starts with the answers the last walk of the same address space left
+/// (`RecentAnswers`, the module's per task) asks the source nothing for a stack of a few
+/// files (the qsort snapshot: the program, the C library, the program again), finds what
+/// a walk from no answers finds, and a cleared set asks again.
+#[test]
+fn recent_answers_carry_over_to_the_next_walk() {
+    let Some((dir, mut mem, mut source, regs)) = bench_setup() else {
+        return;
+    };
+    let params = WalkParams::new(Mode::Cfi, USER_END, PAGE);
+    let mut cache = RowCache::new();
+    let mut window = unwind_logic::cfi::StackWindow::new();
+    let mut recent = unwind_logic::cfi::RecentAnswers::new();
+    let mut walk_counted = |recent: &mut unwind_logic::cfi::RecentAnswers| {
+        let mut out = [0u64; 128];
+        let mut counting = CountingSource(&mut source, 0);
+        let r = walk_in(
+            &mut window,
+            recent,
+            &mut mem,
+            &mut counting,
+            &mut cache,
+            &regs,
+            &params,
+            &mut out,
+        );
+        assert_eq!(r.stop, Stop::End, "{r:?}");
+        (out[..r.len].to_vec(), counting.1)
+    };
+    let (first, first_finds) = walk_counted(&mut recent);
+    assert!(first.len() >= 10, "{first:x?}");
+    assert!(
+        first_finds >= 2,
+        "the program and the C library: {first_finds}"
+    );
+    println!(
+        "{} frames, {first_finds} questions of the source",
+        first.len()
+    );
+    let (again, again_finds) = walk_counted(&mut recent);
+    assert_eq!(again, first);
+    assert_eq!(again_finds, 0);
+    recent.clear();
+    let (cleared, cleared_finds) = walk_counted(&mut recent);
+    assert_eq!(cleared, first);
+    assert_eq!(cleared_finds, first_finds);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Host cost of a warm walk of the qsort snapshot:
 /// `valgrind --tool=callgrind --toggle-collect='*bench_warm_walks*' <this test binary>
 /// --ignored --nocapture bench_warm_walk` (`UNWIND_BENCH_WALKS` walks, 10,000 by default),
@@ -873,7 +941,16 @@ fn bench_warm_walk() {
         let params = WalkParams::new(Mode::Cfi, USER_END, PAGE);
         let mut c = RowCache::new();
         let mut window = unwind_logic::cfi::StackWindow::new();
-        let mut u = Unwinder::new(&mut mem, &mut source, &mut c, &mut window, regs, &params);
+        let mut recent = unwind_logic::cfi::RecentAnswers::new();
+        let mut u = Unwinder::new(
+            &mut mem,
+            &mut source,
+            &mut c,
+            &mut window,
+            &mut recent,
+            regs,
+            &params,
+        );
         let sp0 = regs.get(RSP).unwrap();
         let mut sps = vec![format!("{sp0:#x}")];
         while let Ok(f) = u.next_frame() {

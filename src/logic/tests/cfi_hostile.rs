@@ -37,11 +37,13 @@ fn checked_walk(mem: &mut SegMem, source: &mut MapSource, regs: Regs, mode: Mode
     let stats;
     {
         let mut window = StackWindow::new();
+        let mut recent = RecentAnswers::new();
         let mut u = Unwinder::new(
             &mut *mem,
             &mut *source,
             &mut cache,
             &mut window,
+            &mut recent,
             regs,
             &params,
         );
@@ -76,6 +78,7 @@ fn checked_walk(mem: &mut SegMem, source: &mut MapSource, regs: Regs, mode: Mode
     let mut cache = RowCache::new();
     walk_in(
         &mut window,
+        &mut RecentAnswers::new(),
         &mut Pattern,
         source,
         &mut cache,
@@ -84,8 +87,12 @@ fn checked_walk(mem: &mut SegMem, source: &mut MapSource, regs: Regs, mode: Mode
         &mut out,
     );
     let mut cache = RowCache::new();
+    // (The answers of `source` the walk leaves, kept for the warm walk below: what a
+    // module's walk of the same address space starts with.)
+    let mut recent = RecentAnswers::new();
     let r = walk_in(
         &mut window,
+        &mut recent,
         &mut *mem,
         &mut *source,
         &mut cache,
@@ -104,6 +111,7 @@ fn checked_walk(mem: &mut SegMem, source: &mut MapSource, regs: Regs, mode: Mode
     let mut warm_out = [0u64; OUT];
     let warm = walk_in(
         &mut window,
+        &mut recent,
         mem,
         source,
         &mut cache,

@@ -1717,11 +1717,13 @@ fn auto_mixes_cfi_and_frame_pointers() {
     let mut cache = RowCache::new();
     let params = WalkParams::new(Mode::Auto, USER_END, PAGE);
     let mut window = unwind_logic::cfi::StackWindow::new();
+    let mut recent = RecentAnswers::new();
     let mut u = Unwinder::new(
         &mut p.mem,
         &mut p.source,
         &mut cache,
         &mut window,
+        &mut recent,
         regs,
         &params,
     );
