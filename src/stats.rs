@@ -180,17 +180,38 @@ pub(crate) fn add_unwinder(counter: UnwinderCounter, n: u64) {
     add_here(UNWINDER_BASE + counter as usize, n);
 }
 
-/// Adds a walk's counts to the unwinder counters of the CPU we run on, and counts its stop
-/// reason: one CPU number for all (if we migrate meanwhile, they go to the one we ran on:
-/// the sums are the same), and no atomic add for a zero count (most of a walk's are).
-pub(crate) fn add_walk(counts: &[(UnwinderCounter, u64)], stop: Stop) {
-    let cpu = sys::this_cpu();
-    for &(counter, n) in counts {
+/// The unwinder counters of the CPU we run on, for the counts of a walk: one CPU's block
+/// for all of them (if we migrate meanwhile, they go to the one we ran on: the sums are the
+/// same). None while the module's state is not published.
+pub(crate) fn walk_counts() -> Option<WalkCounts> {
+    all_cpus().get(sys::this_cpu() as usize).map(WalkCounts)
+}
+
+/// One CPU's unwinder counters ([`walk_counts`]): each count a test and an atomic add at a
+/// fixed place of the block (the walk's counters are constants).
+pub(crate) struct WalkCounts(&'static CpuCounts);
+
+impl WalkCounts {
+    /// Adds `n` to `counter`, if not zero (most of a walk's counts are).
+    #[inline(always)]
+    pub(crate) fn add(&self, counter: UnwinderCounter, n: u64) {
         if n != 0 {
-            add_on(cpu, UNWINDER_BASE + counter as usize, n);
+            self.add_at(UNWINDER_BASE + counter as usize, n);
         }
     }
-    add_on(cpu, STOP_BASE + stop.index(), 1);
+
+    /// Counts a walk's stop reason.
+    #[inline(always)]
+    pub(crate) fn stop(&self, stop: Stop) {
+        self.add_at(STOP_BASE + stop.index(), 1);
+    }
+
+    #[inline(always)]
+    fn add_at(&self, idx: usize, n: u64) {
+        if let Some(c) = self.0 .0.get(idx) {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Writes into a byte buffer, dropping what does not fit.

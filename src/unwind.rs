@@ -33,7 +33,7 @@ use crate::logic::cfi::{
 };
 use crate::logic::task_maps::{Stamp, TaskMaps};
 use crate::logic::walker::{self, UserRegs, Windowed, WordReader};
-use crate::stats::{add, add_unwinder, add_walk, bump, Counter, UnwinderCounter};
+use crate::stats::{add, add_unwinder, bump, walk_counts, Counter, UnwinderCounter};
 use crate::sys::{self, PerCpu, Vma};
 
 /// Frames kept per stack.
@@ -373,23 +373,21 @@ fn walk_current(
         )
     });
     let walks = if mode == Mode::Cfi { UnwinderCounter::walks_cfi } else { UnwinderCounter::walks_auto };
-    add_walk(
-        &[
-            (walks, 1),
-            (UnwinderCounter::frames_cfi, r.stats.cfi_frames.into()),
-            (UnwinderCounter::frames_fp, r.stats.fp_frames.into()),
-            (UnwinderCounter::frames_signal, r.stats.signal_frames.into()),
-            (UnwinderCounter::rows_cached, r.stats.cache_hits.into()),
-            (UnwinderCounter::rows_computed, r.stats.cache_misses.into()),
-            (UnwinderCounter::rows_shared, rows.shared.lookups.into()),
-            (UnwinderCounter::rows_all_cpus, rows.shared.from_all.into()),
-            (UnwinderCounter::bytes_read, r.stats.bytes_read),
-            (UnwinderCounter::reads, r.stats.read_calls.into()),
-            (UnwinderCounter::maps_cached, modules.maps_cached.into()),
-            (UnwinderCounter::maps_looked_up, modules.maps_looked_up.into()),
-        ],
-        r.stop,
-    );
+    if let Some(counts) = walk_counts() {
+        counts.add(walks, 1);
+        counts.add(UnwinderCounter::frames_cfi, r.stats.cfi_frames.into());
+        counts.add(UnwinderCounter::frames_fp, r.stats.fp_frames.into());
+        counts.add(UnwinderCounter::frames_signal, r.stats.signal_frames.into());
+        counts.add(UnwinderCounter::rows_cached, r.stats.cache_hits.into());
+        counts.add(UnwinderCounter::rows_computed, r.stats.cache_misses.into());
+        counts.add(UnwinderCounter::rows_shared, rows.shared.lookups.into());
+        counts.add(UnwinderCounter::rows_all_cpus, rows.shared.from_all.into());
+        counts.add(UnwinderCounter::bytes_read, r.stats.bytes_read);
+        counts.add(UnwinderCounter::reads, r.stats.read_calls.into());
+        counts.add(UnwinderCounter::maps_cached, modules.maps_cached.into());
+        counts.add(UnwinderCounter::maps_looked_up, modules.maps_looked_up.into());
+        counts.stop(r.stop);
+    }
     r.len
 }
 
