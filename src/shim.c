@@ -149,13 +149,29 @@ void ud_current_user_regs(ud_u64 *ip, ud_u64 *sp, ud_u64 *fp)
 void ud_current_user_regs_dwarf(ud_u64 *out)
 {
 	const struct pt_regs *regs = task_pt_regs(current);
-	const ud_u64 dwarf[UD_USER_REGS] = {
-		regs->ax, regs->dx, regs->cx, regs->bx, regs->si, regs->di, regs->bp, regs->sp,
-		regs->r8, regs->r9, regs->r10, regs->r11, regs->r12, regs->r13, regs->r14,
-		regs->r15, regs->ip,
-	};
 
-	memcpy(out, dwarf, sizeof(dwarf));
+	/*
+	 * Each register stored as it is loaded (built in a local array and copied, the
+	 * registers were loaded first, six of them spilled, and copied twice).
+	 */
+	static_assert(UD_USER_REGS == 17);
+	out[0] = regs->ax;
+	out[1] = regs->dx;
+	out[2] = regs->cx;
+	out[3] = regs->bx;
+	out[4] = regs->si;
+	out[5] = regs->di;
+	out[6] = regs->bp;
+	out[7] = regs->sp;
+	out[8] = regs->r8;
+	out[9] = regs->r9;
+	out[10] = regs->r10;
+	out[11] = regs->r11;
+	out[12] = regs->r12;
+	out[13] = regs->r13;
+	out[14] = regs->r14;
+	out[15] = regs->r15;
+	out[16] = regs->ip;
 }
 
 bool ud_copy_from_user(void *dst, ud_u64 src, unsigned long len)
