@@ -658,7 +658,9 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         else {
             return 0;
         };
-        let user_end = self.user_end;
+        // (The last user address, not the end: the loop's checks then keep one bound in a
+        // register, not two, see `plausible_below`.)
+        let user_last = self.user_end.wrapping_sub(1);
         // The next frame's slot (the IP taken last is the one before it).
         let mut k = len;
         // The PC whose row was last found a frame record (none yet: the return addresses
@@ -701,7 +703,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
                     break self.record_caller(rbp, sp);
                 };
                 let cfa = rbp.wrapping_add(16);
-                if !plausible(user_end, sp, ret, cfa) {
+                if !plausible_below(user_last, sp, ret, cfa) {
                     break 'run;
                 }
                 let pc = ret.wrapping_sub(1);
@@ -990,6 +992,13 @@ pub fn compute_row_into<M: UnwindMemory>(
         return Err(Error::NotFound);
     }
     row_for_pc_into(mem, &fde, pc, out)
+}
+
+/// [`plausible`] with the last user address, `user_end - 1` (`user_end` is at least
+/// [`MIN_USER_END`], so that does not wrap), instead of the end: the same answer.
+#[inline(always)]
+fn plausible_below(user_last: u64, sp: u64, ip: u64, new_sp: u64) -> bool {
+    ip.wrapping_sub(1) < user_last && new_sp <= user_last && new_sp > sp
 }
 
 /// [`Unwinder::plausible`] below `user_end`. (`new_sp` is not 0: it is above `sp`.)
