@@ -27,9 +27,9 @@ use kernel::sync::Mutex;
 
 use crate::ffi;
 use crate::logic::cfi::{
-    self, elf, modules, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, RecentAnswers, Regs, Row,
-    RowCache, RowStore, SharedRows, SharedSlot, StackWindow, UnwindInfoSource, UnwindMemory, WalkParams,
-    SHARED_ROW_ENTRIES,
+    self, elf, modules, HotRows, Layered, Located, Lookup, Mode, ModuleInfo, RecentAnswers, Regs,
+    Row, RowCache, RowStore, SharedRows, SharedSlot, StackWindow, UnwindInfoSource, UnwindMemory,
+    WalkParams, SHARED_ROW_ENTRIES,
 };
 use crate::logic::task_maps::{Stamp, TaskMaps};
 use crate::logic::walker::{self, UserRegs, Windowed, WordReader};
