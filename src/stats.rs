@@ -25,6 +25,16 @@ const PER_CPU: usize = ffi::UD_NR_COUNTERS as usize;
 #[repr(C, align(64))]
 pub(crate) struct CpuCounts([AtomicU64; PER_CPU]);
 
+impl CpuCounts {
+    /// Adds `n` to counter `idx` (any context, NMI included).
+    #[inline(always)]
+    fn add(&self, idx: usize, n: u64) {
+        if let Some(c) = self.0.get(idx) {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The counters of every possible CPU, allocated at load and owned by the module's state.
 pub(crate) struct Counts(pub(crate) KVec<CpuCounts>);
 
@@ -41,8 +51,8 @@ impl Counts {
     /// Adds `n` to counter `idx` of CPU `cpu` (any context, NMI included).
     #[inline]
     fn add_on(&self, cpu: u32, idx: usize, n: u64) {
-        if let Some(c) = self.0.get(cpu as usize).and_then(|c| c.0.get(idx)) {
-            c.fetch_add(n, Ordering::Relaxed);
+        if let Some(c) = self.0.get(cpu as usize) {
+            c.add(idx, n);
         }
     }
 
@@ -196,21 +206,14 @@ impl WalkCounts {
     #[inline(always)]
     pub(crate) fn add(&self, counter: UnwinderCounter, n: u64) {
         if n != 0 {
-            self.add_at(UNWINDER_BASE + counter as usize, n);
+            self.0.add(UNWINDER_BASE + counter as usize, n);
         }
     }
 
     /// Counts a walk's stop reason.
     #[inline(always)]
     pub(crate) fn stop(&self, stop: Stop) {
-        self.add_at(STOP_BASE + stop.index(), 1);
-    }
-
-    #[inline(always)]
-    fn add_at(&self, idx: usize, n: u64) {
-        if let Some(c) = self.0 .0.get(idx) {
-            c.fetch_add(n, Ordering::Relaxed);
-        }
+        self.0.add(STOP_BASE + stop.index(), 1);
     }
 }
 

@@ -400,8 +400,8 @@ pub(crate) fn current_stack<'a>(cache: Option<&'a mut StackCache>, caches: &Unwi
     let Some(cache) = cache else { return &mut [] };
     if cache.filled != 0 {
         bump(Counter::unwind_cached);
-        let nr = cache.nr.min(MAX_ENTRIES);
-        return cache.entries.get_mut(..nr).unwrap_or_default();
+        // (`nr <= MAX_ENTRIES`, the length of `entries`: see `StackCache`.)
+        return cache.entries.get_mut(..cache.nr).unwrap_or_default();
     }
     let nr = if sys::current_has_mm() {
         walk_current(

@@ -994,19 +994,21 @@ pub fn compute_row_into<M: UnwindMemory>(
     row_for_pc_into(mem, &fde, pc, out)
 }
 
-/// [`plausible`] with the last user address, `user_end - 1` (`user_end` is at least
-/// [`MIN_USER_END`], so that does not wrap), instead of the end: the same answer.
+/// [`Unwinder::plausible`] with the last user address, `user_last` (`user_end - 1`): a
+/// loop that keeps one bound in a register instead of two. (`new_sp` is not 0: it is above
+/// `sp`.)
 #[inline(always)]
 fn plausible_below(user_last: u64, sp: u64, ip: u64, new_sp: u64) -> bool {
+    // `ip != 0 && ip < user_end` in one comparison: 0 wraps to the largest word (and the
+    // frame-record loop's PC, `ip - 1`, is the same subtraction).
     ip.wrapping_sub(1) < user_last && new_sp <= user_last && new_sp > sp
 }
 
-/// [`Unwinder::plausible`] below `user_end`. (`new_sp` is not 0: it is above `sp`.)
+/// [`Unwinder::plausible`] below `user_end`, which is at least [`MIN_USER_END`] in a walk
+/// that steps (see [`Unwinder::new`]): `user_end - 1` does not wrap.
 #[inline(always)]
 fn plausible(user_end: u64, sp: u64, ip: u64, new_sp: u64) -> bool {
-    // `ip != 0 && ip < user_end` in one comparison: 0 wraps to the largest word (and the
-    // frame-record loop's PC, `ip - 1`, is the same subtraction).
-    ip.wrapping_sub(1) < user_end.wrapping_sub(1) && new_sp < user_end && new_sp > sp
+    plausible_below(user_end.wrapping_sub(1), sp, ip, new_sp)
 }
 
 /// Adapts a [`ReadAhead`] to the frame-pointer walker's memory trait.
