@@ -230,12 +230,19 @@ pub(crate) fn task_work(head: *mut ffi::callback_head) {
     // The reference the queued work held on its task (none if unload took it back
     // meanwhile): dropped when this run ends.
     let reference = entry.work.begin_run();
-    bump(Counter::task_works);
+    // This CPU's counters, looked up once for the run's counts.
+    let counts = stats::here();
+    let count = |counter: Counter| {
+        if let Some(counts) = counts {
+            counts.bump(counter);
+        }
+    };
+    count(Counter::task_works);
     // The entry's cached stack is ours alone while we run: taken out, put back at the end.
     let mut cache = entry.cache.take().or_else(|| {
         let cache = StackCache::new_boxed();
         if cache.is_none() {
-            bump(Counter::err_nomem);
+            count(Counter::err_nomem);
         }
         cache
     });
@@ -244,7 +251,7 @@ pub(crate) fn task_work(head: *mut ffi::callback_head) {
     let mut known = entry.known.take().or_else(|| {
         let known = KBox::new(KnownMappings::new(), GFP_KERNEL).ok();
         if known.is_none() {
-            bump(Counter::err_nomem);
+            count(Counter::err_nomem);
         }
         known
     });
@@ -254,14 +261,14 @@ pub(crate) fn task_work(head: *mut ffi::callback_head) {
         // before cancel returns (never calls back a later owner of the bit).
         let srcu = SrcuReadGuard::new();
         let mut bits = entry.state.take_pending();
-        let stack = unwind::current_stack(cache.as_deref_mut(), &d.caches);
+        let stack = unwind::current_stack(cache.as_deref_mut(), &d.caches, counts);
         let cookie = entry.state.current_cookie();
         // Only the set bits: a loop over all 63 costs more than a stack of a few frames.
         while bits != 0 {
             let bit = bits.trailing_zeros();
             bits &= bits - 1;
             if registry::call(bit, &srcu, stack, cookie, known.as_deref_mut()) {
-                bump(Counter::callbacks);
+                count(Counter::callbacks);
             }
             entry.state.complete(bit);
         }
@@ -274,7 +281,7 @@ pub(crate) fn task_work(head: *mut ffi::callback_head) {
             if let Some(cache) = cache.as_deref_mut() {
                 cache.invalidate();
             }
-            bump(Counter::resets);
+            count(Counter::resets);
         }
     }
     if let Some(cache) = cache {

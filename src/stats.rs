@@ -190,21 +190,34 @@ pub(crate) fn add_unwinder(counter: UnwinderCounter, n: u64) {
     add_here(UNWINDER_BASE + counter as usize, n);
 }
 
-/// The unwinder counters of the CPU we run on, for the counts of a walk: one CPU's block
-/// for all of them (if we migrate meanwhile, they go to the one we ran on: the sums are the
-/// same). None while the module's state is not published.
-pub(crate) fn walk_counts() -> Option<WalkCounts> {
-    all_cpus().get(sys::this_cpu() as usize).map(WalkCounts)
+/// The counters of the CPU we run on, for the counts of a task work and its walk: one
+/// lookup of the CPU's block for all of them (if we migrate meanwhile, they go to the one we
+/// ran on: the sums are the same). None while the module's state is not published.
+pub(crate) fn here() -> Option<CpuBlock> {
+    all_cpus().get(sys::this_cpu() as usize).map(CpuBlock)
 }
 
-/// One CPU's unwinder counters ([`walk_counts`]): each count a test and an atomic add at a
-/// fixed place of the block (the walk's counters are constants).
-pub(crate) struct WalkCounts(&'static CpuCounts);
+/// One CPU's counters ([`here`]): each count an atomic add at a fixed place of the block
+/// (the counters are constants), without asking again which CPU we run on.
+#[derive(Clone, Copy)]
+pub(crate) struct CpuBlock(&'static CpuCounts);
 
-impl WalkCounts {
-    /// Adds `n` to `counter`, if not zero (most of a walk's counts are).
+impl CpuBlock {
+    /// Adds one to `counter`.
     #[inline(always)]
-    pub(crate) fn add(&self, counter: UnwinderCounter, n: u64) {
+    pub(crate) fn bump(self, counter: Counter) {
+        self.0.add(counter as usize, 1);
+    }
+
+    /// Adds `n` to `counter`.
+    #[inline(always)]
+    pub(crate) fn add(self, counter: Counter, n: u64) {
+        self.0.add(counter as usize, n);
+    }
+
+    /// Adds `n` to an unwinder counter, if not zero (most of a walk's counts are).
+    #[inline(always)]
+    pub(crate) fn add_unwinder(self, counter: UnwinderCounter, n: u64) {
         if n != 0 {
             self.0.add(UNWINDER_BASE + counter as usize, n);
         }
@@ -212,7 +225,7 @@ impl WalkCounts {
 
     /// Counts a walk's stop reason.
     #[inline(always)]
-    pub(crate) fn stop(&self, stop: Stop) {
+    pub(crate) fn stop(self, stop: Stop) {
         self.0.add(STOP_BASE + stop.index(), 1);
     }
 }

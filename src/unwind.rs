@@ -33,7 +33,7 @@ use crate::logic::cfi::{
 };
 use crate::logic::task_maps::{Stamp, TaskMaps};
 use crate::logic::walker::{self, UserRegs, Windowed, WordReader};
-use crate::stats::{add, add_unwinder, bump, walk_counts, Counter, UnwinderCounter};
+use crate::stats::{add_unwinder, CpuBlock, Counter, UnwinderCounter};
 use crate::sys::{self, PerCpu, Vma};
 
 /// Frames kept per stack.
@@ -320,6 +320,7 @@ fn walk_current_fp(out: &mut [u64], user_end: u64, window: &mut Windowed<Current
 /// Walks the current task's user stack into `out`: how many entries were written.
 fn walk_current(
     caches: &UnwindCaches,
+    counts: Option<CpuBlock>,
     out: &mut [u64],
     maps: &mut TaskMaps,
     recent: &mut RecentAnswers,
@@ -334,7 +335,9 @@ fn walk_current(
         _ => Mode::Auto,
     };
     if mode == Mode::Fp {
-        add_unwinder(UnwinderCounter::walks_fp, 1);
+        if let Some(counts) = counts {
+            counts.add_unwinder(UnwinderCounter::walks_fp, 1);
+        }
         return window.fp(|window| walk_current_fp(out, user_end, window));
     }
     let values = sys::current_user_regs_dwarf();
@@ -373,19 +376,19 @@ fn walk_current(
         )
     });
     let walks = if mode == Mode::Cfi { UnwinderCounter::walks_cfi } else { UnwinderCounter::walks_auto };
-    if let Some(counts) = walk_counts() {
-        counts.add(walks, 1);
-        counts.add(UnwinderCounter::frames_cfi, r.stats.cfi_frames.into());
-        counts.add(UnwinderCounter::frames_fp, r.stats.fp_frames.into());
-        counts.add(UnwinderCounter::frames_signal, r.stats.signal_frames.into());
-        counts.add(UnwinderCounter::rows_cached, r.stats.cache_hits.into());
-        counts.add(UnwinderCounter::rows_computed, r.stats.cache_misses.into());
-        counts.add(UnwinderCounter::rows_shared, rows.shared.lookups.into());
-        counts.add(UnwinderCounter::rows_all_cpus, rows.shared.from_all.into());
-        counts.add(UnwinderCounter::bytes_read, r.stats.bytes_read);
-        counts.add(UnwinderCounter::reads, r.stats.read_calls.into());
-        counts.add(UnwinderCounter::maps_cached, modules.maps_cached.into());
-        counts.add(UnwinderCounter::maps_looked_up, modules.maps_looked_up.into());
+    if let Some(counts) = counts {
+        counts.add_unwinder(walks, 1);
+        counts.add_unwinder(UnwinderCounter::frames_cfi, r.stats.cfi_frames.into());
+        counts.add_unwinder(UnwinderCounter::frames_fp, r.stats.fp_frames.into());
+        counts.add_unwinder(UnwinderCounter::frames_signal, r.stats.signal_frames.into());
+        counts.add_unwinder(UnwinderCounter::rows_cached, r.stats.cache_hits.into());
+        counts.add_unwinder(UnwinderCounter::rows_computed, r.stats.cache_misses.into());
+        counts.add_unwinder(UnwinderCounter::rows_shared, rows.shared.lookups.into());
+        counts.add_unwinder(UnwinderCounter::rows_all_cpus, rows.shared.from_all.into());
+        counts.add_unwinder(UnwinderCounter::bytes_read, r.stats.bytes_read);
+        counts.add_unwinder(UnwinderCounter::reads, r.stats.read_calls.into());
+        counts.add_unwinder(UnwinderCounter::maps_cached, modules.maps_cached.into());
+        counts.add_unwinder(UnwinderCounter::maps_looked_up, modules.maps_looked_up.into());
         counts.stop(r.stop);
     }
     r.len
@@ -396,16 +399,23 @@ fn walk_current(
 /// or it has no cache (out of memory).
 ///
 /// Must run in the task's task work (current).
-pub(crate) fn current_stack<'a>(cache: Option<&'a mut StackCache>, caches: &UnwindCaches) -> &'a mut [u64] {
+pub(crate) fn current_stack<'a>(
+    cache: Option<&'a mut StackCache>,
+    caches: &UnwindCaches,
+    counts: Option<CpuBlock>,
+) -> &'a mut [u64] {
     let Some(cache) = cache else { return &mut [] };
     if cache.filled != 0 {
-        bump(Counter::unwind_cached);
+        if let Some(counts) = counts {
+            counts.bump(Counter::unwind_cached);
+        }
         // (`nr <= MAX_ENTRIES`, the length of `entries`: see `StackCache`.)
         return cache.entries.get_mut(..cache.nr).unwrap_or_default();
     }
     let nr = if sys::current_has_mm() {
         walk_current(
             caches,
+            counts,
             &mut cache.entries,
             &mut cache.maps,
             &mut cache.recent,
@@ -415,10 +425,12 @@ pub(crate) fn current_stack<'a>(cache: Option<&'a mut StackCache>, caches: &Unwi
     } else {
         0 // exit_mm() already ran: the task exits with a pending request.
     };
-    bump(Counter::unwinds);
-    add(Counter::unwind_frames, nr as u64);
-    if nr == 0 {
-        bump(Counter::unwind_empty);
+    if let Some(counts) = counts {
+        counts.bump(Counter::unwinds);
+        counts.add(Counter::unwind_frames, nr as u64);
+        if nr == 0 {
+            counts.bump(Counter::unwind_empty);
+        }
     }
     // INVARIANT: at most MAX_ENTRIES.
     cache.nr = nr.min(MAX_ENTRIES);
