@@ -451,43 +451,6 @@ impl KnownFiles {
     }
 }
 
-/// The known mappings as an address space for one stack: every answer from them, and a
-/// note of failure where they do not know (a mapping not kept, a file whose hash is not
-/// known, more files than [`KNOWN_FILES`]).
-struct FromKnown<'a> {
-    known: &'a KnownMappings,
-    files: KnownFiles,
-    failed: bool,
-}
-
-impl AddressSpace for FromKnown<'_> {
-    fn lookup(&mut self, addr: u64) -> Option<Mapping> {
-        let set = &self.known.set;
-        let Some(i) = set.find(addr) else {
-            self.failed = true;
-            return None;
-        };
-        Some(Mapping {
-            start: set.start[i],
-            end: set.end[i],
-            pgoff: set.word[i],
-            file: set.file[i],
-        })
-    }
-
-    fn file_run(&mut self, file: usize) -> u32 {
-        let hash = self.known.hash_of(file);
-        match self.files.hashes.get_mut(self.files.len) {
-            Some(slot) if hash != 0 => {
-                *slot = hash;
-                self.files.len += 1;
-            }
-            _ => self.failed = true,
-        }
-        hash
-    }
-}
-
 /// Resolves `frames` as [`resolve_runs`] would, from `known` alone, if the address space is
 /// still at `stamp` (the caller read it just before, without the mmap lock) and every frame
 /// lies in a known mapping: the frames the runs cover (all of them unless `store` ran out
@@ -508,14 +471,59 @@ pub fn resolve_known(
     if known.stamp != Some(stamp) {
         return None;
     }
-    let mut space = FromKnown {
-        known,
-        files: KnownFiles {
-            hashes: [0; KNOWN_FILES],
-            len: 0,
-        },
-        failed: false,
+    let set = &known.set;
+    // `resolve_runs` over the known mappings, with its recent mappings as indices into
+    // them: the same lookups (a frame outside the recent ones), so the same runs and the
+    // same files met, without copying entries. (An index past the set: no mapping yet.)
+    let mut recent = [KNOWN_MAPPINGS; RECENT];
+    let mut next = 0;
+    let holds = |j: usize, addr: u64| {
+        set.start.get(j).is_some_and(|&s| s <= addr) && set.end.get(j).is_some_and(|&e| addr < e)
     };
-    let covered = resolve_runs(&mut space, page_shift, frames, store);
-    (!space.failed).then_some((covered, space.files))
+    let mut files = KnownFiles {
+        hashes: [0; KNOWN_FILES],
+        len: 0,
+    };
+    let mut runs = Runs {
+        store,
+        pending: None,
+        stored: 0,
+    };
+    let mut i = 0;
+    while let Some(&addr) = frames.get(i) {
+        let j = match recent.iter().find(|&&j| holds(j, addr)) {
+            Some(&j) => j,
+            None => {
+                // A frame no known mapping holds: resolved with lookups.
+                let j = set.find(addr)?;
+                let file = set.file[j];
+                // A file not among the recent mappings' files is met (`file_run`), once
+                // per such lookup; its hash must be known (every entry of a file has it).
+                if file != 0 && !recent.iter().any(|&k| set.file.get(k) == Some(&file)) {
+                    let slot = files
+                        .hashes
+                        .get_mut(files.len)
+                        .filter(|_| set.hash[j] != 0)?;
+                    *slot = set.hash[j];
+                    files.len += 1;
+                }
+                recent[next] = j;
+                next = (next + 1) % RECENT;
+                j
+            }
+        };
+        let (start, end) = (set.start[j], set.end[j]);
+        let (bias, hash) = match set.file[j] {
+            0 => (0, HASH_ANON),
+            _ => (file_offset(0, start, set.word[j], page_shift), set.hash[j]),
+        };
+        // The frames from `i` on in that mapping: one run.
+        let taken = frames_in(frames.get(i..).unwrap_or_default(), start, end);
+        if !runs.add(bias, taken, hash) {
+            return Some((runs.stored, files));
+        }
+        i += taken;
+    }
+    runs.flush();
+    Some((runs.stored, files))
 }

@@ -595,3 +595,56 @@ fn known_mappings_are_bounded_and_a_files_second_mapping_keeps_its_hash() {
 }
 
 const RECENT_PLUS_ONE: usize = unwind_logic::resolve::RECENT + 1;
+
+/// With more mappings in a stack than the resolver's recent ones (eight known: two files of
+/// two mappings each, three of one, an anonymous one), a stack resolved from the known
+/// mappings is recorded as with lookups and meets its files as often: a file evicted from
+/// the recent mappings and met again counts again, a file's second mapping does not.
+#[test]
+fn known_mappings_beyond_the_recent_ones_meet_files_as_lookups_do() {
+    let mut maps = one_file_each(KNOWN_MAPPINGS as u64);
+    // Mappings 1 and 2 of one file (its header page and its text), 4 and 5 of another; 7
+    // anonymous.
+    maps[2].file = maps[1].file;
+    maps[5].file = maps[4].file;
+    maps[7].file = 0;
+    let table = || Space {
+        maps: maps.clone(),
+        lookups: 0,
+        runs: Vec::new(),
+    };
+    let places: Vec<(u64, u64)> = maps.iter().map(|m| (m.start, m.end - m.start)).collect();
+    // Every mapping known: the first stack meets them all.
+    let mut known = KnownMappings::new();
+    let all: Vec<u64> = maps.iter().map(|m| m.start).collect();
+    resolve(&mut known.recording(Some(STAMP), &mut table()), &all);
+    let mut next = xorshift(0x0dd0_5eed_cafe_f00d);
+    let mut evicted_again = 0;
+    for _ in 0..3000 {
+        let len = 1 + (next() % 40) as usize;
+        let frames = random_stack(&mut next, &places, len);
+        let mut space = table();
+        let want = resolve(&mut space, &frames);
+        let want_files: Vec<u32> = space.runs.iter().map(|&f| f as u32 * 0x100).collect();
+        let mut distinct = want_files.clone();
+        distinct.sort();
+        distinct.dedup();
+        if distinct.len() < want_files.len() {
+            evicted_again += 1;
+        }
+        if want_files.len() > KNOWN_FILES {
+            assert!(
+                from_known(&known, STAMP, &frames).is_none(),
+                "frames {frames:x?}"
+            );
+            continue;
+        }
+        let (got, files) = from_known(&known, STAMP, &frames).expect("every mapping is known");
+        assert_eq!(got, want, "frames {frames:x?}");
+        assert_eq!(files, want_files, "frames {frames:x?}");
+    }
+    assert!(
+        evicted_again > 300,
+        "stacks that met a file twice: {evicted_again}"
+    );
+}
