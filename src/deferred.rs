@@ -232,17 +232,12 @@ pub(crate) fn task_work(head: *mut ffi::callback_head) {
     let reference = entry.work.begin_run();
     // This CPU's counters, looked up once for the run's counts.
     let counts = stats::here();
-    let count = |counter: Counter| {
-        if let Some(counts) = counts {
-            counts.bump(counter);
-        }
-    };
-    count(Counter::task_works);
+    counts.bump(Counter::task_works);
     // The entry's cached stack is ours alone while we run: taken out, put back at the end.
     let mut cache = entry.cache.take().or_else(|| {
         let cache = StackCache::new_boxed();
         if cache.is_none() {
-            count(Counter::err_nomem);
+            counts.bump(Counter::err_nomem);
         }
         cache
     });
@@ -251,7 +246,7 @@ pub(crate) fn task_work(head: *mut ffi::callback_head) {
     let mut known = entry.known.take().or_else(|| {
         let known = KBox::new(KnownMappings::new(), GFP_KERNEL).ok();
         if known.is_none() {
-            count(Counter::err_nomem);
+            counts.bump(Counter::err_nomem);
         }
         known
     });
@@ -268,7 +263,7 @@ pub(crate) fn task_work(head: *mut ffi::callback_head) {
             let bit = bits.trailing_zeros();
             bits &= bits - 1;
             if registry::call(bit, &srcu, stack, cookie, known.as_deref_mut()) {
-                count(Counter::callbacks);
+                counts.bump(Counter::callbacks);
             }
             entry.state.complete(bit);
         }
@@ -281,7 +276,7 @@ pub(crate) fn task_work(head: *mut ffi::callback_head) {
             if let Some(cache) = cache.as_deref_mut() {
                 cache.invalidate();
             }
-            count(Counter::resets);
+            counts.bump(Counter::resets);
         }
     }
     if let Some(cache) = cache {

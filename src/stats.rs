@@ -192,41 +192,46 @@ pub(crate) fn add_unwinder(counter: UnwinderCounter, n: u64) {
 
 /// The counters of the CPU we run on, for the counts of a task work and its walk: one
 /// lookup of the CPU's block for all of them (if we migrate meanwhile, they go to the one we
-/// ran on: the sums are the same). None while the module's state is not published.
-pub(crate) fn here() -> Option<CpuBlock> {
-    all_cpus().get(sys::this_cpu() as usize).map(CpuBlock)
+/// ran on: the sums are the same).
+pub(crate) fn here() -> CpuBlock {
+    CpuBlock(all_cpus().get(sys::this_cpu() as usize))
 }
 
 /// One CPU's counters ([`here`]): each count an atomic add at a fixed place of the block
-/// (the counters are constants), without asking again which CPU we run on.
+/// (the counters are constants), without asking again which CPU we run on. None while the
+/// module's state is not published: then nothing is counted.
 #[derive(Clone, Copy)]
-pub(crate) struct CpuBlock(&'static CpuCounts);
+pub(crate) struct CpuBlock(Option<&'static CpuCounts>);
 
 impl CpuBlock {
     /// Adds one to `counter`.
     #[inline(always)]
     pub(crate) fn bump(self, counter: Counter) {
-        self.0.add(counter as usize, 1);
+        self.add(counter, 1);
     }
 
     /// Adds `n` to `counter`.
     #[inline(always)]
     pub(crate) fn add(self, counter: Counter, n: u64) {
-        self.0.add(counter as usize, n);
+        if let Some(cpu) = self.0 {
+            cpu.add(counter as usize, n);
+        }
     }
 
     /// Adds `n` to an unwinder counter, if not zero (most of a walk's counts are).
     #[inline(always)]
     pub(crate) fn add_unwinder(self, counter: UnwinderCounter, n: u64) {
-        if n != 0 {
-            self.0.add(UNWINDER_BASE + counter as usize, n);
+        if let (Some(cpu), true) = (self.0, n != 0) {
+            cpu.add(UNWINDER_BASE + counter as usize, n);
         }
     }
 
     /// Counts a walk's stop reason.
     #[inline(always)]
     pub(crate) fn stop(self, stop: Stop) {
-        self.0.add(STOP_BASE + stop.index(), 1);
+        if let Some(cpu) = self.0 {
+            cpu.add(STOP_BASE + stop.index(), 1);
+        }
     }
 }
 

@@ -320,7 +320,7 @@ fn walk_current_fp(out: &mut [u64], user_end: u64, window: &mut Windowed<Current
 /// Walks the current task's user stack into `out`: how many entries were written.
 fn walk_current(
     caches: &UnwindCaches,
-    counts: Option<CpuBlock>,
+    counts: CpuBlock,
     out: &mut [u64],
     maps: &mut TaskMaps,
     recent: &mut RecentAnswers,
@@ -335,9 +335,7 @@ fn walk_current(
         _ => Mode::Auto,
     };
     if mode == Mode::Fp {
-        if let Some(counts) = counts {
-            counts.add_unwinder(UnwinderCounter::walks_fp, 1);
-        }
+        counts.add_unwinder(UnwinderCounter::walks_fp, 1);
         return window.fp(|window| walk_current_fp(out, user_end, window));
     }
     let values = sys::current_user_regs_dwarf();
@@ -376,21 +374,19 @@ fn walk_current(
         )
     });
     let walks = if mode == Mode::Cfi { UnwinderCounter::walks_cfi } else { UnwinderCounter::walks_auto };
-    if let Some(counts) = counts {
-        counts.add_unwinder(walks, 1);
-        counts.add_unwinder(UnwinderCounter::frames_cfi, r.stats.cfi_frames.into());
-        counts.add_unwinder(UnwinderCounter::frames_fp, r.stats.fp_frames.into());
-        counts.add_unwinder(UnwinderCounter::frames_signal, r.stats.signal_frames.into());
-        counts.add_unwinder(UnwinderCounter::rows_cached, r.stats.cache_hits.into());
-        counts.add_unwinder(UnwinderCounter::rows_computed, r.stats.cache_misses.into());
-        counts.add_unwinder(UnwinderCounter::rows_shared, rows.shared.lookups.into());
-        counts.add_unwinder(UnwinderCounter::rows_all_cpus, rows.shared.from_all.into());
-        counts.add_unwinder(UnwinderCounter::bytes_read, r.stats.bytes_read);
-        counts.add_unwinder(UnwinderCounter::reads, r.stats.read_calls.into());
-        counts.add_unwinder(UnwinderCounter::maps_cached, modules.maps_cached.into());
-        counts.add_unwinder(UnwinderCounter::maps_looked_up, modules.maps_looked_up.into());
-        counts.stop(r.stop);
-    }
+    counts.add_unwinder(walks, 1);
+    counts.add_unwinder(UnwinderCounter::frames_cfi, r.stats.cfi_frames.into());
+    counts.add_unwinder(UnwinderCounter::frames_fp, r.stats.fp_frames.into());
+    counts.add_unwinder(UnwinderCounter::frames_signal, r.stats.signal_frames.into());
+    counts.add_unwinder(UnwinderCounter::rows_cached, r.stats.cache_hits.into());
+    counts.add_unwinder(UnwinderCounter::rows_computed, r.stats.cache_misses.into());
+    counts.add_unwinder(UnwinderCounter::rows_shared, rows.shared.lookups.into());
+    counts.add_unwinder(UnwinderCounter::rows_all_cpus, rows.shared.from_all.into());
+    counts.add_unwinder(UnwinderCounter::bytes_read, r.stats.bytes_read);
+    counts.add_unwinder(UnwinderCounter::reads, r.stats.read_calls.into());
+    counts.add_unwinder(UnwinderCounter::maps_cached, modules.maps_cached.into());
+    counts.add_unwinder(UnwinderCounter::maps_looked_up, modules.maps_looked_up.into());
+    counts.stop(r.stop);
     r.len
 }
 
@@ -402,13 +398,11 @@ fn walk_current(
 pub(crate) fn current_stack<'a>(
     cache: Option<&'a mut StackCache>,
     caches: &UnwindCaches,
-    counts: Option<CpuBlock>,
+    counts: CpuBlock,
 ) -> &'a mut [u64] {
     let Some(cache) = cache else { return &mut [] };
     if cache.filled != 0 {
-        if let Some(counts) = counts {
-            counts.bump(Counter::unwind_cached);
-        }
+        counts.bump(Counter::unwind_cached);
         // (`nr <= MAX_ENTRIES`, the length of `entries`: see `StackCache`.)
         return cache.entries.get_mut(..cache.nr).unwrap_or_default();
     }
@@ -425,12 +419,10 @@ pub(crate) fn current_stack<'a>(
     } else {
         0 // exit_mm() already ran: the task exits with a pending request.
     };
-    if let Some(counts) = counts {
-        counts.bump(Counter::unwinds);
-        counts.add(Counter::unwind_frames, nr as u64);
-        if nr == 0 {
-            counts.bump(Counter::unwind_empty);
-        }
+    counts.bump(Counter::unwinds);
+    counts.add(Counter::unwind_frames, nr as u64);
+    if nr == 0 {
+        counts.bump(Counter::unwind_empty);
     }
     // INVARIANT: at most MAX_ENTRIES.
     cache.nr = nr.min(MAX_ENTRIES);
