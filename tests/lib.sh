@@ -67,6 +67,9 @@ qprof_snap() {
 
 # The module's debugfs counters ("name: value" lines): the core's and the tracer's.
 UD_DEBUGFS=/sys/kernel/debug/unwind_deferred
+# ratio A B [DIGITS]: A / B rounded to DIGITS decimals (3), for the benches' comparisons (bc's
+# scale truncates: 0.509 printed as .50 would read as a goal of 0.5 met).
+ratio() { awk -v a="$1" -v b="$2" -v d="${3:-3}" 'BEGIN { printf "%.*f", d, b ? a / b : 0 }'; }
 counter() { awk -v k="$1" '$1 == k ":" { print $2 }' $UD_DEBUGFS/stats $UD_DEBUGFS/ftrace; }
 
 # Every test starts with the module freshly loaded and no tracing instance.
