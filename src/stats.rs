@@ -78,12 +78,6 @@ fn add_on(cpu: u32, idx: usize, n: u64) {
     }
 }
 
-/// Adds `n` to counter `idx` of the CPU we run on (if we migrate meanwhile, of the one we
-/// ran on: the sum is the same).
-fn add_here(idx: usize, n: u64) {
-    add_on(sys::this_cpu(), idx, n);
-}
-
 /// The sum of counter `idx` over every CPU.
 fn sum(idx: usize) -> u64 {
     all_cpus()
@@ -185,9 +179,9 @@ const STOP_BASE: usize = UNWINDER_BASE + UNWINDER_NAMES.len();
 const _: () = assert!(STOP_BASE + Stop::COUNT <= ffi::UD_NR_COUNTERS as usize);
 const _: () = assert!(core::mem::size_of::<CpuCounts>().is_power_of_two());
 
-/// Adds `n` to an unwinder counter.
+/// Adds `n` to an unwinder counter of the CPU we run on.
 pub(crate) fn add_unwinder(counter: UnwinderCounter, n: u64) {
-    add_here(UNWINDER_BASE + counter as usize, n);
+    here().add_unwinder(counter, n);
 }
 
 /// The counters of the CPU we run on, for the counts of a task work and its walk: one
@@ -305,14 +299,9 @@ pub(crate) fn requests() -> u64 {
     .fold(0u64, |s, &c| s.wrapping_add(sum(c as usize)))
 }
 
-/// Adds one to a counter.
+/// Adds one to a counter of the CPU we run on.
 pub(crate) fn bump(counter: Counter) {
-    add(counter, 1);
-}
-
-/// Adds `n` to a counter.
-pub(crate) fn add(counter: Counter, n: u64) {
-    add_here(counter as usize, n);
+    here().bump(counter);
 }
 
 /// Adds one to a counter of CPU `cpu`, the one we run on, without asking which it is (the
