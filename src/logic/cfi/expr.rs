@@ -155,7 +155,76 @@ fn reg_value(regs: &Regs, reg: u64) -> Result<u64, Error> {
 
 /// Evaluates `expr` with the frame's `regs`, reading memory through `mem`; `initial` is
 /// pushed first (the CFA, for register rules). Returns the value on top of the stack.
+#[inline]
 pub fn eval<M: UnwindMemory>(
+    expr: &[u8],
+    regs: &Regs,
+    mem: &mut M,
+    initial: Option<u64>,
+) -> Result<u64, Error> {
+    match eval_breg(expr, regs, mem) {
+        Some(value) => value,
+        None => eval_machine(expr, regs, mem, initial),
+    }
+}
+
+/// `bregN offset` or `bregN offset; deref` (`N` below 32, a well-formed offset), computed
+/// without the stack machine; `None` for any other expression.
+///
+/// These are the forms a frame of a stack-realigning function evaluates at every walk
+/// through it, several a frame: gcc's DRAP rows give the CFA as `breg6 -8; deref` and each
+/// saved register's address as `breg6 -n`; glibc's signal frame gives its registers'
+/// addresses as `breg7 n; deref`. The machine pays for its 128-byte stack, an operation
+/// loop and a LEB128 reader call on each (some 250 instructions a DRAP frame, qprof).
+///
+/// The answer is the machine's, errors included (host test
+/// `short_expressions_evaluate_as_the_machine_does`): an `initial` value would only lie
+/// below the result; the register's value and the read are the machine's own steps.
+#[inline(always)]
+pub fn eval_breg<M: UnwindMemory>(
+    expr: &[u8],
+    regs: &Regs,
+    mem: &mut M,
+) -> Option<Result<u64, Error>> {
+    let (&opcode, mut rest) = expr.split_first()?;
+    if !(op::BREG0..=op::BREG31).contains(&opcode) {
+        return None;
+    }
+    let mut leb = Leb::new();
+    let mut offset = None;
+    for _ in 0..super::memory::MAX_LEB128_BYTES {
+        let (&byte, tail) = rest.split_first()?;
+        rest = tail;
+        if let Some((v, shift, last)) = leb.push(byte, true).ok()? {
+            offset = Some(super::memory::sign_extend_leb(v, shift, last) as u64);
+            break;
+        }
+    }
+    let offset = offset?;
+    let deref = match rest {
+        [] => false,
+        [op::DEREF] => true,
+        _ => return None,
+    };
+    let addr = match reg_value(regs, u64::from(opcode - op::BREG0)) {
+        Ok(base) => base.wrapping_add(offset),
+        Err(e) => return Some(Err(e)),
+    };
+    if !deref {
+        return Some(Ok(addr));
+    }
+    let mut bytes = [0u8; 8];
+    Some(if mem.read(addr, &mut bytes) {
+        Ok(u64::from_le_bytes(bytes))
+    } else {
+        Err(Error::Fault)
+    })
+}
+
+/// [`eval`] by the stack machine alone (every expression [`eval`] takes). Out of line: its
+/// 128-byte stack and saved registers would otherwise be set up for the short forms too.
+#[inline(never)]
+pub fn eval_machine<M: UnwindMemory>(
     expr: &[u8],
     regs: &Regs,
     mem: &mut M,

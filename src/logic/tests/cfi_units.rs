@@ -9,7 +9,7 @@ mod cfi_common;
 use cfi_common::*;
 use unwind_logic::cfi::eh_frame::{parse_cie, parse_fde};
 use unwind_logic::cfi::eh_frame_hdr;
-use unwind_logic::cfi::expr::{eval, MAX_EXPR_OPS, MAX_EXPR_STACK};
+use unwind_logic::cfi::expr::{eval, eval_breg, eval_machine, MAX_EXPR_OPS, MAX_EXPR_STACK};
 use unwind_logic::cfi::interp::{row_for_pc, MAX_CFA_INSTRUCTIONS, REMEMBER_DEPTH};
 use unwind_logic::cfi::memory::{ReadFailure, MAX_BYTES_PER_WALK, WINDOW_BYTES};
 use unwind_logic::cfi::regs::*;
@@ -1077,6 +1077,70 @@ fn expression_constants_and_registers() {
     // Truncated operands.
     assert_eq!(ev(&[0x0e, 1, 2]), Err(Error::Invalid(Invalid::Malformed)));
     assert_eq!(ev(&[0x10, 0x80]), Err(Error::Invalid(Invalid::Malformed)));
+}
+
+/// `eval` answers the short forms (`bregN off`, `bregN off; deref`) without the stack
+/// machine: for them and for anything near them (other opcodes, overlong, unterminated or
+/// overflowing offsets, trailing bytes, unknown registers, unreadable memory, with and
+/// without an initial value) its value or error and its reads are the machine's.
+#[test]
+fn short_expressions_evaluate_as_the_machine_does() {
+    let mut rng = Rng(0x5eed_b4e9);
+    let mut short = [0usize; 2];
+    for _ in 0..200_000 {
+        let mut code = vec![match rng.below(8) {
+            0 => rng.next() as u8,
+            1 => 0x92, // bregx: not a short form
+            _ => 0x70 + rng.below(32) as u8,
+        }];
+        match rng.below(6) {
+            // Overlong (non-minimal) encodings of small numbers, up to past ten bytes.
+            0 => {
+                let n = rng.below(12) as usize;
+                code.extend(std::iter::repeat(0x80 | rng.below(128) as u8).take(n));
+                code.push(rng.below(128) as u8);
+            }
+            // Unterminated.
+            1 => code.extend(std::iter::repeat(0xff).take(rng.below(12) as usize)),
+            // Any bytes.
+            2 => code.extend((0..rng.below(4)).map(|_| rng.next() as u8)),
+            // A number of any size, small ones most.
+            _ => {
+                let bits = rng.below(64) as u32;
+                let v = (rng.next() >> (63 - bits)) as i64;
+                code = Asm(code).sleb(if rng.below(2) == 0 { v } else { -v }).0;
+            }
+        }
+        match rng.below(4) {
+            0 | 1 => code.push(0x06),
+            2 => {}
+            _ => code.extend((0..1 + rng.below(3)).map(|_| rng.next() as u8)),
+        }
+        let mut regs = Regs::new();
+        for reg in 0..REG_COUNT as u16 {
+            if rng.below(4) != 0 {
+                regs.set(reg, 0x7fff_0000 + 8 * rng.below(64));
+            }
+        }
+        let initial = (rng.below(2) == 0).then(|| rng.next());
+        let mem = || {
+            let mut m = SegMem::default();
+            m.add(0x7fff_0000, (0..512u64).map(|i| (i * 37) as u8).collect());
+            m
+        };
+        let (mut m1, mut m2) = (mem(), mem());
+        let fast = eval_breg(&code, &regs, &mut m1);
+        let machine = eval_machine(&code, &regs, &mut m2, initial);
+        if let Some(v) = fast {
+            assert_eq!(v, machine, "{code:02x?}");
+            assert_eq!((m1.calls, m1.bytes), (m2.calls, m2.bytes), "{code:02x?}");
+            short[usize::from(code.last() == Some(&0x06))] += 1;
+        }
+        let mut m3 = mem();
+        assert_eq!(eval(&code, &regs, &mut m3, initial), machine, "{code:02x?}");
+    }
+    // Both short forms were taken often, with and without a readable address.
+    assert!(short.iter().all(|&n| n > 20_000), "{short:?}");
 }
 
 #[test]
