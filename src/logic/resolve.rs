@@ -497,6 +497,10 @@ pub fn resolve_known(
     // them: the same lookups (a frame outside the recent ones), so the same runs and the
     // same files met, without copying entries. (An index past the set: no mapping yet.)
     let mut recent = [KNOWN_MAPPINGS; RECENT];
+    // Entries of `recent` that hold a mapping (the others hold none yet and would only be
+    // tested to fail: a short stack makes two or three lookups, each of which would scan
+    // every entry twice).
+    let mut filled = 0;
     let mut next = 0;
     let holds = |j: usize, addr: u64| {
         set.start.get(j).is_some_and(|&s| s <= addr) && set.end.get(j).is_some_and(|&e| addr < e)
@@ -508,7 +512,8 @@ pub fn resolve_known(
     let mut runs = Runs::new(store);
     let mut i = 0;
     while let Some(&addr) = frames.get(i) {
-        let j = match recent.iter().find(|&&j| holds(j, addr)) {
+        let met = recent.get(..filled).unwrap_or_default();
+        let j = match met.iter().find(|&&j| holds(j, addr)) {
             Some(&j) => j,
             None => {
                 // A frame no known mapping holds: resolved with lookups.
@@ -516,7 +521,7 @@ pub fn resolve_known(
                 let file = set.file[j];
                 // A file not among the recent mappings' files is met (`file_run`), once
                 // per such lookup; its hash must be known (every entry of a file has it).
-                if file != 0 && !recent.iter().any(|&k| set.file.get(k) == Some(&file)) {
+                if file != 0 && !met.iter().any(|&k| set.file.get(k) == Some(&file)) {
                     let slot = files
                         .hashes
                         .get_mut(files.len)
@@ -526,6 +531,7 @@ pub fn resolve_known(
                 }
                 recent[next] = j;
                 next = (next + 1) % RECENT;
+                filled = RECENT.min(filled + 1);
                 j
             }
         };
