@@ -175,6 +175,7 @@ impl<M: UnwindMemory> ReadAhead<M> {
     }
 
     /// One underlying read, counted against the budget.
+    #[inline(always)]
     pub(crate) fn fetch(&mut self, addr: u64, out: &mut [u8]) -> bool {
         let len = out.len() as u64;
         match self.bytes.checked_add(len) {
@@ -212,6 +213,7 @@ impl<M: UnwindMemory> ReadAhead<M> {
     /// fails is retried once for exactly the request. Returns the bytes read into `buf`.
     ///
     /// The caller checked the request's range ([`ReadAhead::check_range`]).
+    #[inline(always)]
     pub(crate) fn fill(&mut self, addr: u64, need: usize, buf: &mut [u8]) -> Option<usize> {
         let mut want = buf.len() as u64;
         if self.page_size.is_power_of_two() {
@@ -422,6 +424,7 @@ impl StackWindow {
     /// previous window); after a longer jump (frames far apart: the bytes in between are
     /// never used) it reads [`STACK_SHORT_FILL`] bytes, and so once half the byte budget is
     /// spent (a deep walk then reads about what it needs, as frames far apart do).
+    #[inline(always)]
     fn load<M: UnwindMemory>(&mut self, mem: &mut ReadAhead<M>, addr: u64, n: usize) -> bool {
         let end = self.base.wrapping_add(self.len as u64);
         let in_sequence =
@@ -525,6 +528,11 @@ impl StackWindow {
         }
     }
 
+    /// [`StackWindow::hold`] when the window does not hold the range: [`StackWindow::prefetch`]
+    /// without its look at the window, which `hold` has just had. A fill, with the range
+    /// check, the read and its bookkeeping in one function: one of a deep stack every few
+    /// frames (the calls through `prefetch`, `load`, `fill` and `fetch` were about 60
+    /// instructions of its 190, qprof).
     #[inline(never)]
     fn hold_slow<M: UnwindMemory>(
         &mut self,
@@ -532,7 +540,13 @@ impl StackWindow {
         addr: u64,
         n: usize,
     ) -> Option<usize> {
-        self.prefetch(mem, addr, n);
+        if n == 0 || n > STACK_WINDOW_BYTES {
+            return None;
+        }
+        mem.check_range(addr, n)?;
+        if !self.load(mem, addr, n) {
+            return None;
+        }
         self.offset_of(addr, n)
     }
 }
