@@ -115,6 +115,12 @@ bool ud_write_file(struct trace_buffer *buffer, u32 hash, const char *path,
 /* Frames that fit in one ring-buffer event (a stack is at most one sub-buffer). */
 unsigned int ud_max_frames(struct trace_buffer *buffer)
 {
+	/*
+	 * A one-page sub-buffer holds its header (16 bytes), the event's (4), a time extend
+	 * (8) and the largest event (the rest): 64 bytes are more than the three.
+	 */
+	static_assert(sizeof(struct trace_event_raw_user_unwind_stack) +
+		      UD_FRAMES_FIT_ANY_BUFFER * (sizeof(u64) + sizeof(u32)) + 64 <= PAGE_SIZE);
 	int room = ring_buffer_max_event_size(buffer) -
 		   (int)sizeof(struct trace_event_raw_user_unwind_stack);
 

@@ -142,6 +142,11 @@ bool ud_write_cookie(struct trace_buffer *buffer, u64 cookie, unsigned int trace
 bool ud_write_file(struct trace_buffer *buffer, u32 hash, const char *path,
 		   const char *build_id, unsigned int trace_ctx);
 unsigned int ud_max_frames(struct trace_buffer *buffer);
+/*
+ * Frames that fit in a stack event of any buffer (the smallest sub-buffer is a page): a
+ * stack of at most as many needs no ud_max_frames() (checked in events.c).
+ */
+#define UD_FRAMES_FIT_ANY_BUFFER 320
 struct ud_runs;
 bool ud_write_stack(struct trace_buffer *buffer, u64 cookie, const u64 *frames,
 		    const struct ud_runs *runs, unsigned int nr, unsigned int trace_ctx);

@@ -306,7 +306,7 @@ static void ud_write_records(struct ud_instance *inst, struct ud_file_note *note
 			if (ud_write_file(buffer, notes->hash, notes->path, notes->build_id, trace_ctx))
 				ud_count(files);
 		}
-		if (nr > ud_max_frames(buffer)) {
+		if (nr > UD_FRAMES_FIT_ANY_BUFFER && nr > ud_max_frames(buffer)) {
 			/* Keep the innermost frames. */
 			nr = ud_max_frames(buffer);
 			ud_count(stacks_truncated);

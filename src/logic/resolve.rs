@@ -214,6 +214,7 @@ type Recent = MappingSet<RECENT>;
 /// How many frames from the first lie in `[start, end)`. (Most of the work on a deep stack:
 /// one comparison a frame, the range's start wrapping below to a huge word, four frames a
 /// turn.)
+#[inline(always)]
 fn frames_in(frames: &[u64], start: u64, end: u64) -> usize {
     let span = end.wrapping_sub(start);
     let out = |a: u64| a.wrapping_sub(start) >= span;
