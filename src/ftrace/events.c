@@ -146,6 +146,17 @@ bool ud_write_stack(struct trace_buffer *buffer, u64 cookie, const u64 *frames,
 	return true;
 }
 
+/*
+ * The frame lines the text of one stack shows. An event's text must fit in one trace_seq
+ * (TRACE_SEQ_BUFFER_SIZE, about 8 KiB): a longer one is cut off mid-line in `cat trace`,
+ * and trace_pipe prints "[LINE TOO BIG]" in place of the whole event. A frame line is at
+ * most 34 bytes (" => 0x%016llx [%08x]" and its newline); 512 are left for the context
+ * columns, the header and the line that says how many frames are not shown. So about 225
+ * of a stack's frames are shown; the binary record (trace_pipe_raw, trace-cmd) has all.
+ */
+#define UD_FRAME_LINE_MAX	34
+#define UD_TEXT_FRAMES		((TRACE_SEQ_BUFFER_SIZE - 512) / UD_FRAME_LINE_MAX)
+
 /* `cat trace`: the cookie, then one line per frame (the print format is for tools). */
 static enum print_line_t ud_stack_output(struct trace_iterator *iter, int flags,
 					 struct trace_event *event)
@@ -153,6 +164,7 @@ static enum print_line_t ud_stack_output(struct trace_iterator *iter, int flags,
 	struct trace_event_raw_user_unwind_stack *field = (void *)iter->ent;
 	struct trace_seq *s = &iter->seq;
 	unsigned int i, nr = (field->__data_loc_offsets >> 16) / sizeof(u64);
+	unsigned int shown = min_t(unsigned int, nr, UD_TEXT_FRAMES);
 	const u64 *offsets = (void *)field + (field->__data_loc_offsets & 0xffff);
 	const u32 *hashes = (void *)field + (field->__data_loc_hashes & 0xffff);
 	int ret;
@@ -161,7 +173,7 @@ static enum print_line_t ud_stack_output(struct trace_iterator *iter, int flags,
 	if (ret != TRACE_TYPE_HANDLED)
 		return ret;
 	trace_seq_printf(s, "cookie=0x%llx nr=%u", field->cookie, nr);
-	for (i = 0; i < nr; i++) {
+	for (i = 0; i < shown; i++) {
 		trace_seq_printf(s, "\n => 0x%016llx ", offsets[i]);
 		if (hashes[i] == 0)
 			trace_seq_puts(s, "[anon]");
@@ -170,6 +182,8 @@ static enum print_line_t ud_stack_output(struct trace_iterator *iter, int flags,
 		else
 			trace_seq_printf(s, "[%08x]", hashes[i]);
 	}
+	if (shown < nr)
+		trace_seq_printf(s, "\n (%u more frames, in the binary record only)", nr - shown);
 	trace_seq_putc(s, '\n');
 	return trace_handle_return(s);
 }

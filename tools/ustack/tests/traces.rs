@@ -397,6 +397,33 @@ fn truncated_multiline_stack() {
 }
 
 #[test]
+fn stack_text_with_more_frames_in_the_record() {
+    // The module's text of a stack deeper than 224 frames: the first frames, then how
+    // many more the record holds. The stack is the frames shown, counted as truncated, and
+    // the line is neither malformed nor taken for the next event.
+    let text = "\
+ t-5 [0] 1.0: e: x
+ t-5 [0] 1.1: user_unwind_cookie: cookie=0x3
+ t-5 [0] 1.2: user_unwind_stack: cookie=0x3 nr=4
+  => 0x0000000000000010 [anon]
+  => 0x0000000000000020 [nomap]
+  (2 more frames, in the binary record only)
+ t-5 [0] 1.3: e: y";
+    let (samples, e) = Engine::run_text(text);
+    assert_eq!(
+        ok_frames(&samples[0]),
+        vec![Frame::Anon(0x10), Frame::NoMap(0x20)]
+    );
+    match &samples[0].stack {
+        StackState::Ok(s) => assert!(s.truncated),
+        _ => unreachable!(),
+    }
+    assert_eq!(e.stats.truncated_stacks, 1);
+    assert_eq!(e.stats.malformed, 0);
+    assert_eq!(samples.len(), 2);
+}
+
+#[test]
 fn kernel_stack_lines_are_not_ours() {
     // ftrace's own <stack trace> after an event: its frames must not be taken as ours,
     // and the pseudo event gets no cookie
