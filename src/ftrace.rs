@@ -12,7 +12,8 @@ use kernel::prelude::*;
 
 use crate::ffi;
 use crate::logic::resolve::{
-    fill, resolve_known, resolve_runs, AddressSpace, KnownMappings, Mapping, Run, RunStore,
+    fill, resolve_known, resolve_runs, AddressSpace, KnownFiles, KnownMappings, Mapping, Run,
+    RunStore,
 };
 use crate::logic::task_maps::Stamp;
 use crate::sys::{self, StackContext};
@@ -130,7 +131,8 @@ pub(crate) fn resolve_stack_known(
     // was at the read.
     let stamp = current_stamp()?;
     let mut runs = RunsOut { small, nr_small: 0, heap: None, frames: frames.len() };
-    let (covered, files) = resolve_known(known, stamp, kernel::page::PAGE_SHIFT as u32, frames, &mut runs)?;
+    let mut files = KnownFiles::new();
+    let covered = resolve_known(known, stamp, kernel::page::PAGE_SHIFT as u32, frames, &mut runs, &mut files)?;
     if !ctx.files_use(files.hashes()) {
         return None;
     }

@@ -467,6 +467,14 @@ pub struct KnownFiles {
 }
 
 impl KnownFiles {
+    /// None yet.
+    pub const fn new() -> Self {
+        Self {
+            hashes: [0; KNOWN_FILES],
+            len: 0,
+        }
+    }
+
     /// The hashes, in the order the resolution met them.
     pub fn hashes(&self) -> &[u32] {
         self.hashes.get(..self.len).unwrap_or_default()
@@ -476,9 +484,9 @@ impl KnownFiles {
 /// Resolves `frames` as [`resolve_runs`] would, from `known` alone, if the address space is
 /// still at `stamp` (the caller read it just before, without the mmap lock) and every frame
 /// lies in a known mapping: the frames the runs cover (all of them unless `store` ran out
-/// of room) and the files met, whose uses the caller counts as [`AddressSpace::file_run`]
-/// would have. `None` otherwise, with runs possibly pushed to `store` (the caller starts
-/// again with lookups).
+/// of room), with the files met in `files` (new, filled in place: the caller counts their
+/// uses as [`AddressSpace::file_run`] would have). `None` otherwise, with runs possibly
+/// pushed to `store` (the caller starts again with lookups).
 ///
 /// A mapping may change right after the stamp was read: the stack is then resolved as the
 /// address space was at that moment, as a resolution under the lock resolves it as it was
@@ -489,26 +497,22 @@ pub fn resolve_known(
     page_shift: u32,
     frames: &[u64],
     store: &mut impl RunStore,
-) -> Option<(usize, KnownFiles)> {
+    files: &mut KnownFiles,
+) -> Option<usize> {
     if known.stamp != Some(stamp) {
         return None;
     }
     let set = &known.set;
     // `resolve_runs` over the known mappings, with its recent mappings as indices into
     // them: the same lookups (a frame outside the recent ones), so the same runs and the
-    // same files met, without copying entries. (An index past the set: no mapping yet.)
-    let mut recent = [KNOWN_MAPPINGS; RECENT];
-    // Entries of `recent` that hold a mapping (the others hold none yet and would only be
-    // tested to fail: a short stack makes two or three lookups, each of which would scan
-    // every entry twice).
+    // same files met, without copying entries.
+    let mut recent = [0; RECENT];
+    // Entries of `recent` that hold a mapping; the others are never read (a short stack
+    // makes two or three lookups: scanning empty entries, twice each, cost more).
     let mut filled = 0;
     let mut next = 0;
     let holds = |j: usize, addr: u64| {
         set.start.get(j).is_some_and(|&s| s <= addr) && set.end.get(j).is_some_and(|&e| addr < e)
-    };
-    let mut files = KnownFiles {
-        hashes: [0; KNOWN_FILES],
-        len: 0,
     };
     let mut runs = Runs::new(store);
     let mut i = 0;
@@ -543,9 +547,9 @@ pub fn resolve_known(
         };
         let Some(taken) = runs.take(frames.get(i..).unwrap_or_default(), start, end, bias, hash)
         else {
-            return Some((runs.stored, files));
+            return Some(runs.stored);
         };
         i += taken;
     }
-    Some((runs.finish(), files))
+    Some(runs.finish())
 }

@@ -2,8 +2,8 @@
 #![cfg(not(loom))]
 use unwind_logic::file_id::{HASH_ANON, HASH_NO_MAPPING};
 use unwind_logic::resolve::{
-    fill, resolve_known, resolve_runs, AddressSpace, KnownMappings, Mapping, Run, RunStore,
-    KNOWN_FILES, KNOWN_MAPPINGS, RECENT,
+    fill, resolve_known, resolve_runs, AddressSpace, KnownFiles, KnownMappings, Mapping, Run,
+    RunStore, KNOWN_FILES, KNOWN_MAPPINGS, RECENT,
 };
 use unwind_logic::task_maps::Stamp;
 
@@ -431,7 +431,8 @@ fn from_known(
         v: Vec::new(),
         cap: frames.len(),
     };
-    let (covered, files) = resolve_known(known, stamp, SHIFT, frames, &mut runs)?;
+    let mut files = KnownFiles::new();
+    let covered = resolve_known(known, stamp, SHIFT, frames, &mut runs, &mut files)?;
     assert_eq!(covered, frames.len());
     Some((record(frames, &runs.v), files.hashes().to_vec()))
 }
