@@ -151,7 +151,7 @@ bool ud_write_stack(struct trace_buffer *buffer, u64 cookie, const u64 *frames,
  * (TRACE_SEQ_BUFFER_SIZE, about 8 KiB): a longer one is cut off mid-line in `cat trace`,
  * and trace_pipe prints "[LINE TOO BIG]" in place of the whole event. A frame line is at
  * most 34 bytes (" => 0x%016llx [%08x]" and its newline); 512 are left for the context
- * columns, the header and the line that says how many frames are not shown. So about 225
+ * columns, the header and the line that says how many frames are not shown. So 224
  * of a stack's frames are shown; the binary record (trace_pipe_raw, trace-cmd) has all.
  */
 #define UD_FRAME_LINE_MAX	34

@@ -175,7 +175,7 @@ pub fn eval<M: UnwindMemory>(
 /// through it, several a frame: gcc's DRAP rows give the CFA as `breg6 -8; deref` and each
 /// saved register's address as `breg6 -n`; glibc's signal frame gives its registers'
 /// addresses as `breg7 n; deref`. The machine pays for its 128-byte stack, an operation
-/// loop and a LEB128 reader call on each (some 250 instructions a DRAP frame, qprof).
+/// loop and a LEB128 reader call on each (about 190 instructions an expression, qprof).
 ///
 /// The answer is the machine's, errors included (host test
 /// `short_expressions_evaluate_as_the_machine_does`): an `initial` value would only lie
