@@ -505,12 +505,19 @@ impl StackWindow {
     /// registers, read next). A failure shows again on the read that needs the bytes.
     #[inline]
     pub fn prefetch<M: UnwindMemory>(&mut self, mem: &mut ReadAhead<M>, addr: u64, n: usize) {
-        if n == 0 || n > STACK_WINDOW_BYTES || self.cached(addr, n).is_some() {
-            return;
+        if self.cached(addr, n).is_none() {
+            let _ = self.fill_for(mem, addr, n);
         }
-        if mem.check_range(addr, n).is_some() {
-            let _ = self.load(mem, addr, n);
-        }
+    }
+
+    /// Fills the window for `addr..addr + n`, which it does not hold, if the range fits one
+    /// window and passes the reader's checks: whether the fill succeeded.
+    #[inline(always)]
+    fn fill_for<M: UnwindMemory>(&mut self, mem: &mut ReadAhead<M>, addr: u64, n: usize) -> bool {
+        n != 0
+            && n <= STACK_WINDOW_BYTES
+            && mem.check_range(addr, n).is_some()
+            && self.load(mem, addr, n)
     }
 
     /// Makes the window hold `addr..addr + n` if it fits one window, as
@@ -528,11 +535,11 @@ impl StackWindow {
         }
     }
 
-    /// [`StackWindow::hold`] when the window does not hold the range: [`StackWindow::prefetch`]
-    /// without its look at the window, which `hold` has just had. A fill, with the range
-    /// check, the read and its bookkeeping in one function: one of a deep stack every few
-    /// frames (the calls through `prefetch`, `load`, `fill` and `fetch` were about 60
-    /// instructions of its 190, qprof).
+    /// [`StackWindow::hold`] when the window does not hold the range: the fill of
+    /// [`StackWindow::prefetch`] without its look at the window, which `hold` has just had,
+    /// with the range check, the read and its bookkeeping in one function: one of a deep
+    /// stack every few frames (the calls through `prefetch`, `load`, `fill` and `fetch` were
+    /// about 60 instructions of its 190, qprof).
     #[inline(never)]
     fn hold_slow<M: UnwindMemory>(
         &mut self,
@@ -540,11 +547,7 @@ impl StackWindow {
         addr: u64,
         n: usize,
     ) -> Option<usize> {
-        if n == 0 || n > STACK_WINDOW_BYTES {
-            return None;
-        }
-        mem.check_range(addr, n)?;
-        if !self.load(mem, addr, n) {
+        if !self.fill_for(mem, addr, n) {
             return None;
         }
         self.offset_of(addr, n)
