@@ -506,18 +506,18 @@ pub fn resolve_known(
     // `resolve_runs` over the known mappings, with its recent mappings as indices into
     // them: the same lookups (a frame outside the recent ones), so the same runs and the
     // same files met, without copying entries.
+    // The `looked_up` last lookups' mappings, in turn; only the entries that hold one are
+    // read (a short stack makes two or three lookups: scanning empty entries, twice each,
+    // cost more).
     let mut recent = [0; RECENT];
-    // Entries of `recent` that hold a mapping; the others are never read (a short stack
-    // makes two or three lookups: scanning empty entries, twice each, cost more).
-    let mut filled = 0;
-    let mut next = 0;
+    let mut looked_up = 0usize;
     let holds = |j: usize, addr: u64| {
         set.start.get(j).is_some_and(|&s| s <= addr) && set.end.get(j).is_some_and(|&e| addr < e)
     };
     let mut runs = Runs::new(store);
     let mut i = 0;
     while let Some(&addr) = frames.get(i) {
-        let met = recent.get(..filled).unwrap_or_default();
+        let met = recent.get(..looked_up.min(RECENT)).unwrap_or_default();
         let j = match met.iter().find(|&&j| holds(j, addr)) {
             Some(&j) => j,
             None => {
@@ -534,9 +534,8 @@ pub fn resolve_known(
                     *slot = set.hash[j];
                     files.len += 1;
                 }
-                recent[next] = j;
-                next = (next + 1) % RECENT;
-                filled = RECENT.min(filled + 1);
+                recent[looked_up % RECENT] = j;
+                looked_up = looked_up.wrapping_add(1);
                 j
             }
         };
