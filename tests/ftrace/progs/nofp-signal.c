@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * nofp-signal N: N times, three calls deep, raise(SIGUSR1); the handler writes a line to
- * stderr. Each write's stack runs through the handler, glibc's signal trampoline
+ * nofp-signal N [alt]: N times, three calls deep, raise(SIGUSR1); the handler writes a line
+ * to stderr. Each write's stack runs through the handler, glibc's signal trampoline
  * (__restore_rt, a signal frame: 'S' in its CIE) and the interrupted raise() back to main.
- * Built -O2 -fomit-frame-pointer.
+ * With "alt", the handler runs on an alternate signal stack (sigaltstack) in main's frame:
+ * above the interrupted frames, so the stack pointer falls across the signal frame (and
+ * rises again from raise() to main); the stacks are the same frames. Built -O2
+ * -fomit-frame-pointer.
  */
+#include <alloca.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
@@ -39,6 +44,15 @@ int main(int argc, char **argv)
 	int i, n = argc > 1 ? atoi(argv[1]) : 100;
 	struct sigaction sa = { .sa_handler = handler };
 
+	if (argc > 2 && !strcmp(argv[2], "alt")) {
+		/* (alloca: main's frame grows only in this mode; perf's 16 KiB copy of the stack
+		 * reaches _start from the handler without it.) */
+		stack_t ss = { .ss_sp = alloca(1 << 16), .ss_size = 1 << 16 };
+
+		if (sigaltstack(&ss, NULL))
+			return 1;
+		sa.sa_flags = SA_ONSTACK;
+	}
 	sigaction(SIGUSR1, &sa, NULL);
 	for (i = 0; i < n; i++)
 		level1(i);
