@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * nofp-signal N [alt]: N times, three calls deep, raise(SIGUSR1); the handler writes a line
- * to stderr. Each write's stack runs through the handler, glibc's signal trampoline
+ * nofp-signal N [alt|big]: N times, three calls deep, raise(SIGUSR1); the handler writes a
+ * line to stderr. Each write's stack runs through the handler, glibc's signal trampoline
  * (__restore_rt, a signal frame: 'S' in its CIE) and the interrupted raise() back to main.
  * With "alt", the handler runs on an alternate signal stack (sigaltstack) in main's frame:
  * above the interrupted frames, so the stack pointer falls across the signal frame (and
- * rises again from raise() to main); the stacks are the same frames. Built -O2
- * -fomit-frame-pointer.
+ * rises again from raise() to main); the stacks are the same frames. With "big", the middle
+ * call's frame holds 40 KiB more (alloca: the same code and return addresses, one frame far
+ * larger than perf's 16 KiB copy of the stack). Built -O2 -fomit-frame-pointer.
  */
 #include <alloca.h>
 #include <signal.h>
@@ -15,6 +16,8 @@
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline))
+
+static size_t extra;	/* bytes level2() adds to its frame */
 
 static void handler(int sig)
 {
@@ -29,6 +32,9 @@ static NOINLINE void level3(int i)
 
 static NOINLINE void level2(int i)
 {
+	char *room = alloca(extra);
+
+	__asm__ volatile("" : : "r"(room) : "memory");	/* kept */
 	level3(i + 1);
 	__asm__ volatile("" ::: "memory");
 }
@@ -53,6 +59,8 @@ int main(int argc, char **argv)
 			return 1;
 		sa.sa_flags = SA_ONSTACK;
 	}
+	if (argc > 2 && !strcmp(argv[2], "big"))
+		extra = 40 << 10;
 	sigaction(SIGUSR1, &sa, NULL);
 	for (i = 0; i < n; i++)
 		level1(i);
