@@ -56,6 +56,11 @@ bool ud_current_has_mm(void);
 /* End of the user address space (TASK_SIZE_MAX). */
 ud_u64 ud_user_end(void);
 /*
+ * The top of current's main-thread stack, its initial stack pointer (mm->start_stack):
+ * above it lie the arguments and environment. U64_MAX without an mm.
+ */
+ud_u64 ud_current_stack_top(void);
+/*
  * Reads up to @n words of current's user memory from @addr into @words, in one user-access
  * section, faulting pages in; stops at the first word that cannot be read. Returns how
  * many were read. Task context only.

@@ -124,6 +124,12 @@ unsigned int ud_nr_cpu_ids(void) { return nr_cpu_ids; }
 bool ud_current_has_mm(void) { return current->mm != NULL; }
 ud_u64 ud_user_end(void) { return TASK_SIZE_MAX; }
 
+ud_u64 ud_current_stack_top(void)
+{
+	/* Set by exec (the initial stack pointer, where argc lies), never changed after. */
+	return current->mm ? current->mm->start_stack : U64_MAX;
+}
+
 unsigned long ud_local_irq_save(void)
 {
 	unsigned long flags;

@@ -461,6 +461,13 @@ pub(crate) fn current_has_mm() -> bool {
 
 // --- The current task's user space -----------------------------------------------------------
 
+/// The top of the current task's main-thread stack (its initial stack pointer: above it
+/// lie the arguments and environment); `u64::MAX` without an mm.
+pub(crate) fn current_stack_top() -> u64 {
+    // SAFETY: reads current's mm and, if there is one, its start_stack (set by exec).
+    unsafe { ffi::ud_current_stack_top() }
+}
+
 /// The saved user registers of the current task: `(ip, sp, bp)`. Task context, user task.
 pub(crate) fn current_user_regs() -> (u64, u64, u64) {
     let (mut ip, mut sp, mut fp) = (0, 0, 0);

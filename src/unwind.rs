@@ -313,7 +313,7 @@ fn walk_current_fp(out: &mut [u64], user_end: u64, window: &mut Windowed<Current
     let (ip, sp, fp) = sys::current_user_regs();
     let regs = UserRegs { ip, sp, fp };
     // What an earlier walk read is stale: this walk reads its own.
-    window.forget();
+    window.begin(sys::current_stack_top());
     walker::walk(window, regs, user_end, out).0
 }
 
@@ -339,7 +339,7 @@ fn walk_current(
         return window.fp(|window| walk_current_fp(out, user_end, window));
     }
     let values = sys::current_user_regs_dwarf();
-    let params = WalkParams::new(mode, user_end, page);
+    let params = WalkParams::new(mode, user_end, page).with_stack_top(sys::current_stack_top());
     let mut unstamped;
     let (maps, recent) = match sys::current_maps_stamp() {
         Some((exec_id, seq)) => {

@@ -42,7 +42,9 @@ pub const WINDOW_WORDS: usize = 32;
 ///
 /// A window never reads past the end of the page its first record is on (unless the record
 /// itself straddles the page end): reading ahead must not fault on a page the chain never
-/// uses.
+/// uses. Nor past the stack's top, when the walk knows it ([`Windowed::begin`]: the main
+/// thread's initial stack pointer, above which lie the arguments and environment, never a
+/// frame record), unless the record itself straddles it.
 ///
 /// # Invariants
 ///
@@ -55,6 +57,7 @@ pub struct Windowed<R> {
     page_size: u64,
     base: u64,
     records: u64,
+    top: u64,
     words: [u64; WINDOW_WORDS],
 }
 
@@ -67,6 +70,7 @@ impl<R: WordReader> Windowed<R> {
             page_size,
             base: 0,
             records: 0,
+            top: u64::MAX,
             words: [0; WINDOW_WORDS],
         }
     }
@@ -76,6 +80,13 @@ impl<R: WordReader> Windowed<R> {
     pub fn forget(&mut self) {
         // INVARIANT: the window is empty.
         self.records = 0;
+    }
+
+    /// Forgets the window, as [`Windowed::forget`], for a walk of a stack whose top is `top`
+    /// (`u64::MAX`: none known): a window that starts below it reads no further.
+    pub fn begin(&mut self, top: u64) {
+        self.forget();
+        self.top = top;
     }
 
     /// The underlying reader (tests count its calls).
@@ -116,7 +127,15 @@ impl<R: WordReader> UserMemory for Windowed<R> {
         // A power of two: a mask, not a division (which could panic on zero).
         let in_page = fp & self.page_size.wrapping_sub(1);
         let to_page_end = self.page_size.wrapping_sub(in_page) / 8;
-        let want = (to_page_end as usize).clamp(2, WINDOW_WORDS);
+        let mut want = (to_page_end as usize).clamp(2, WINDOW_WORDS);
+        // Not past the stack's top (a window from a record at or above it reads ahead as
+        // if there were no top: it is not the main thread's stack as exec made it).
+        if fp < self.top {
+            let to_top = self.top.wrapping_sub(fp).div_ceil(8);
+            if to_top < want as u64 {
+                want = (to_top as usize).max(2);
+            }
+        }
         let window = self.words.get_mut(..want)?;
         let read = self.reader.read_words(fp, window).min(want);
         // INVARIANT: `read <= want <= WINDOW_WORDS` words were read at `base`, an address

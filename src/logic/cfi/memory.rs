@@ -340,14 +340,21 @@ impl<M: UnwindMemory> UnwindMemory for ReadAhead<M> {
 /// first byte is on (unless the request itself crosses it), nor past the end of user space
 /// or of the budget; a fill that fails is retried once for exactly the request.
 ///
+/// Nor does a fill that starts below the stack's top (set by [`StackWindow::begin`]: the
+/// main thread's initial stack pointer) read ahead past it: above it lie the process's
+/// arguments and environment, never a frame, and the last fill of a walk of the main
+/// thread read some 300 of them (argv, envp, auxv) before there was a top. A request for
+/// bytes above the top is still read: the top only bounds what is read ahead.
+///
 /// # Invariants
 ///
 /// `len <= STACK_WINDOW_BYTES`; `data[..len]` holds the user bytes at `base..base + len`,
-/// read during this walk (a walk starts with [`StackWindow::clear`]; the bytes past `len`
+/// read during this walk (a walk starts with [`StackWindow::begin`]; the bytes past `len`
 /// may be an earlier walk's, never read).
 pub struct StackWindow {
     base: u64,
     len: usize,
+    top: u64,
     data: [u8; STACK_WINDOW_BYTES],
 }
 
@@ -364,6 +371,7 @@ impl StackWindow {
         Self {
             base: 0,
             len: 0,
+            top: u64::MAX,
             data: [0; STACK_WINDOW_BYTES],
         }
     }
@@ -374,6 +382,14 @@ impl StackWindow {
         // INVARIANT: empty.
         self.base = 0;
         self.len = 0;
+    }
+
+    /// Empties the window for a new walk of a stack whose top is `top` (`u64::MAX`: none
+    /// known): fills that start below it read ahead no further.
+    #[inline]
+    pub fn begin(&mut self, top: u64) {
+        self.clear();
+        self.top = top;
     }
 
     /// The bytes at `addr..addr + n`, if the window holds them all.
@@ -429,11 +445,18 @@ impl StackWindow {
         let end = self.base.wrapping_add(self.len as u64);
         let in_sequence =
             self.len == 0 || (addr >= self.base && addr.saturating_sub(end) < STACK_GAP);
-        let max = if in_sequence && !mem.spent_half() {
+        let mut max = if in_sequence && !mem.spent_half() {
             STACK_WINDOW_BYTES
         } else {
             STACK_SHORT_FILL.max(n)
         };
+        // Not past the stack's top (the request itself may be above it: then read it all).
+        if addr < self.top {
+            let to_top = self.top.wrapping_sub(addr);
+            if to_top < max as u64 {
+                max = (to_top as usize).max(n);
+            }
+        }
         // INVARIANT: empty until the fill succeeds (it may have written part of `data`).
         self.len = 0;
         let Some(buf) = self.data.get_mut(..max) else {

@@ -138,6 +138,9 @@ pub struct WalkParams {
     pub page_size: u64,
     /// Bytes the walk may read ([`MAX_BYTES_PER_WALK`] by default).
     pub byte_budget: u64,
+    /// The top of the main thread's stack, its initial stack pointer (`u64::MAX` by
+    /// default: none known): the stack window reads ahead no further (see [`StackWindow`]).
+    pub stack_top: u64,
 }
 
 impl WalkParams {
@@ -148,6 +151,15 @@ impl WalkParams {
             user_end,
             page_size,
             byte_budget: MAX_BYTES_PER_WALK,
+            stack_top: u64::MAX,
+        }
+    }
+
+    /// The same parameters for a task whose main thread's stack starts at `top`.
+    pub const fn with_stack_top(self, top: u64) -> Self {
+        Self {
+            stack_top: top,
+            ..self
         }
     }
 }
@@ -399,7 +411,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
             done = Some(Stop::Invalid(Invalid::Address));
         }
         // (What the window holds was read by an earlier walk.)
-        window.clear();
+        window.begin(params.stack_top);
         // INVARIANT: `done` is set unless the IP and the stack pointer are valid.
         Self {
             mem: ReadAhead::new(mem, params.page_size, params.user_end, params.byte_budget),

@@ -719,6 +719,44 @@ fn stack_window_fills() {
     assert_eq!(r.bytes_read(), 8);
 }
 
+/// The stack's top: a fill that starts below it reads ahead no further (whole windows and
+/// short ones), a request across it or above it is read as asked, and a walk that begins
+/// without a top reads ahead as before.
+#[test]
+fn stack_window_stops_at_the_stack_top() {
+    let mut inner = SegMem::default();
+    inner.add(0x10_0000, (0..PAGE).map(|i| (i / 8) as u8).collect());
+    let word = |a: u64| u64::from_le_bytes([((a - 0x10_0000) / 8) as u8; 8]);
+    let top = 0x10_0000 + 0x128;
+    let mut r = ReadAhead::new(&mut inner, PAGE, USER_END, u64::MAX);
+    let mut w = StackWindow::new();
+    w.begin(top);
+    // A whole window would be 512 bytes: cut at the top.
+    assert_eq!(w.u64(&mut r, 0x10_0010), Ok(word(0x10_0010)));
+    assert_eq!((r.read_calls(), r.bytes_read()), (1, 0x118));
+    assert_eq!(w.offset_of(top - 8, 8), Some(0x110));
+    assert_eq!(w.offset_of(top, 8), None);
+    // A request across the top: read as asked (16 bytes), nothing more.
+    let mut b = [0u8; 16];
+    assert!(w.read(&mut r, top - 8, &mut b));
+    assert_eq!((r.read_calls(), r.bytes_read()), (2, 0x118 + 16));
+    // Above the top: the usual read-ahead (a short fill: far from the last window).
+    let short = unwind_logic::cfi::memory::STACK_SHORT_FILL as u64;
+    assert_eq!(w.u64(&mut r, 0x10_0f00), Ok(word(0x10_0f00)));
+    assert_eq!(r.bytes_read(), 0x118 + 16 + short);
+    // And in sequence from there: a whole window, cut at the page end.
+    assert_eq!(
+        w.u64(&mut r, 0x10_0f00 + short),
+        Ok(word(0x10_0f00 + short))
+    );
+    assert_eq!(r.bytes_read(), 0x118 + 16 + 0x100);
+    // A new walk without a top: a whole window.
+    let mut r = ReadAhead::new(&mut inner, PAGE, USER_END, u64::MAX);
+    w.begin(u64::MAX);
+    assert_eq!(w.u64(&mut r, 0x10_0010), Ok(word(0x10_0010)));
+    assert_eq!(r.bytes_read(), STACK_WINDOW_BYTES as u64);
+}
+
 /// The frame records a window holds: exactly those whose two words lie in what was read
 /// (never the stale bytes past it, which an earlier, longer fill left), at an offset that
 /// is a multiple of 8, and the words the window's reads give there.

@@ -395,3 +395,61 @@ fn a_window_holds_exactly_the_records_it_read() {
     assert_eq!(w.read_frame(sp + 4), None);
     assert_eq!(w.held_frame(sp + 4), None);
 }
+
+/// A window that starts below the stack's top reads no further than it (the arguments and
+/// environment above it are never a frame record), the same walk; without a top the last
+/// window reads past it. A record that straddles the top is read whole; one above it reads
+/// ahead as without a top.
+#[test]
+fn windowed_reads_stop_at_the_stack_top() {
+    let (mem, regs, expected) = chain(20);
+    let last_fp = regs.fp + 0x30 * 19;
+    let top = last_fp + 16 + 8;
+    let reads_end = |calls: &[(u64, usize)]| {
+        calls
+            .iter()
+            .map(|&(addr, words)| addr + 8 * words as u64)
+            .max()
+            .unwrap()
+    };
+    let mut out = [0u64; 64];
+    let mut win = windowed(&mem);
+    assert_eq!(walk(&mut win, regs, USER_END, &mut out), (21, Stop::End));
+    assert!(
+        reads_end(&win.reader().1) > top,
+        "no read-ahead past the top to cut"
+    );
+    let mut win = windowed(&mem);
+    win.begin(top);
+    assert_eq!(walk(&mut win, regs, USER_END, &mut out), (21, Stop::End));
+    assert_eq!(&out[..21], &expected[..]);
+    assert_eq!(reads_end(&win.reader().1), top);
+    // The top inside the last record (8 bytes into it): the window reads the record
+    // whole, nothing past it.
+    let mut win = windowed(&mem);
+    win.begin(last_fp + 8);
+    assert_eq!(walk(&mut win, regs, USER_END, &mut out), (21, Stop::End));
+    assert_eq!(&out[..21], &expected[..]);
+    assert_eq!(reads_end(&win.reader().1), last_fp + 16);
+    // The top below the last records: a window from one above it reads ahead as usual.
+    let mut win = windowed(&mem);
+    let low = last_fp - 0x30 * 8;
+    win.begin(low);
+    assert_eq!(walk(&mut win, regs, USER_END, &mut out), (21, Stop::End));
+    assert_eq!(&out[..21], &expected[..]);
+    for &(addr, words) in &win.reader().1 {
+        if addr < low {
+            assert!(
+                addr + 8 * words as u64 <= low.max(addr + 16),
+                "{addr:#x}+{words}"
+            );
+        } else {
+            assert_eq!(words, WINDOW_WORDS, "{addr:#x}");
+        }
+    }
+    // Forgetting keeps the top; a walk that begins again may drop it.
+    win.forget();
+    win.begin(u64::MAX);
+    assert_eq!(walk(&mut win, regs, USER_END, &mut out), (21, Stop::End));
+    assert!(reads_end(&win.reader().1) > top);
+}

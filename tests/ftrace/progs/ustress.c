@@ -9,9 +9,15 @@
  *
  * With BATCHES, the same process runs COUNT calls BATCHES times, waiting for a line on
  * stdin before each batch and printing "done N" after it (tests drive it through FIFOs).
+ *
+ * With USTRESS_SPAN in the environment, it first prints "span N" to stderr: the bytes from
+ * a local of the deepest frame up to the main thread's initial stack pointer
+ * (/proc/self/stat's startstack), about what a walk of the whole stack must read.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static long raw_getppid(void)
@@ -24,11 +30,35 @@ static long raw_getppid(void)
 
 static int batches;
 
+/* Field 28 of /proc/self/stat (startstack), 0 if it cannot be read. */
+static uintptr_t start_stack(void)
+{
+	char buf[1024], *p;
+	unsigned long value = 0;
+	FILE *f = fopen("/proc/self/stat", "r");
+	size_t n;
+
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');	/* the command name may hold spaces */
+	/* Fields 3 to 27 follow ") ", then startstack. */
+	for (int field = 2; p && field < 28; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		value = strtoul(p + 1, NULL, 10);
+	return value;
+}
+
 static long __attribute__((noinline)) ustress_leaf(long count)
 {
 	char line[64];
 	long sum = 0;
 
+	if (getenv("USTRESS_SPAN"))
+		fprintf(stderr, "span %ld\n", (long)(start_stack() - (uintptr_t)line));
 	for (int b = 0; b < (batches ? batches : 1); b++) {
 		if (batches && !fgets(line, sizeof(line), stdin))
 			break;
