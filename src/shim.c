@@ -126,8 +126,12 @@ ud_u64 ud_user_end(void) { return TASK_SIZE_MAX; }
 
 ud_u64 ud_current_stack_top(void)
 {
-	/* Set by exec (the initial stack pointer, where argc lies), never changed after. */
-	return current->mm ? current->mm->start_stack : U64_MAX;
+	/*
+	 * Set by exec (the initial stack pointer, where argc lies). prctl(PR_SET_MM) may move
+	 * it (checkpoint/restore), under the mmap lock we do not take: whatever value is read
+	 * only bounds how far the stack windows read ahead, never what a walk may read.
+	 */
+	return current->mm ? READ_ONCE(current->mm->start_stack) : U64_MAX;
 }
 
 unsigned long ud_local_irq_save(void)
