@@ -12,12 +12,16 @@
  *
  * With USTRESS_SPAN in the environment, it first prints "span N" to stderr: the bytes from
  * a local of the deepest frame up to the main thread's initial stack pointer
- * (/proc/self/stat's startstack), about what a walk of the whole stack must read.
+ * (/proc/self/stat's startstack), about what a walk of the whole stack must read. With
+ * USTRESS_SET_TOP=N (root), it first moves that start of the stack to N bytes above the
+ * same local (prctl(PR_SET_MM_START_STACK), as checkpoint/restore tools do; N may be
+ * negative): a stack top that lies.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 static long raw_getppid(void)
@@ -57,6 +61,12 @@ static long __attribute__((noinline)) ustress_leaf(long count)
 	char line[64];
 	long sum = 0;
 
+	const char *top = getenv("USTRESS_SET_TOP");
+
+	if (top && prctl(PR_SET_MM, PR_SET_MM_START_STACK, (uintptr_t)line + atol(top), 0, 0)) {
+		perror("prctl(PR_SET_MM_START_STACK)");
+		exit(1);
+	}
 	if (getenv("USTRESS_SPAN"))
 		fprintf(stderr, "span %ld\n", (long)(start_stack() - (uintptr_t)line));
 	for (int b = 0; b < (batches ? batches : 1); b++) {
