@@ -49,17 +49,24 @@ unsigned int ud_smp_processor_id(void);
 unsigned int ud_nr_cpu_ids(void);
 unsigned long ud_local_irq_save(void);
 void ud_local_irq_restore(unsigned long flags);
-/* Saved user registers of current: ip, sp, bp. */
-void ud_current_user_regs(ud_u64 *ip, ud_u64 *sp, ud_u64 *fp);
-/* Whether current has an mm (false once exit_mm() ran). */
-bool ud_current_has_mm(void);
-/* End of the user address space (TASK_SIZE_MAX). */
-ud_u64 ud_user_end(void);
 /*
- * The top of current's main-thread stack, its initial stack pointer (mm->start_stack):
- * above it lie the arguments and environment. U64_MAX without an mm.
+ * What a walk of current's user stack starts from, read in one call (a call each cost more
+ * than the reads): the saved user ip, sp and bp; the top of the main thread's stack, its
+ * initial stack pointer (mm->start_stack: above it lie the arguments and environment),
+ * U64_MAX without an mm; the end of the user address space (TASK_SIZE_MAX); module
+ * parameter unwinder (enum ud_unwinder_mode); whether current has an mm (false once
+ * exit_mm() ran).
  */
-ud_u64 ud_current_stack_top(void);
+struct ud_walk_start {
+	ud_u64 ip;
+	ud_u64 sp;
+	ud_u64 bp;
+	ud_u64 stack_top;
+	ud_u64 user_end;
+	unsigned int unwinder;
+	bool has_mm;
+};
+void ud_current_walk_start(struct ud_walk_start *out);
 /*
  * Reads up to @n words of current's user memory from @addr into @words, in one user-access
  * section, faulting pages in; stops at the first word that cannot be read. Returns how
@@ -90,8 +97,6 @@ void *ud_percpu_alloc(unsigned long size, unsigned long align);
 void ud_percpu_free(void *ptr);
 void *ud_percpu_get(void *ptr);
 void ud_percpu_put(void *ptr);
-/* Module parameter unwinder (enum ud_unwinder_mode). */
-unsigned int ud_param_unwinder(void);
 
 /* --- task_work ------------------------------------------------------------------------ */
 

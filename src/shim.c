@@ -74,11 +74,6 @@ module_param_cb(unwinder, &ud_unwinder_ops, NULL, 0644);
 MODULE_PARM_DESC(unwinder,
 		 "User-stack unwinder: auto (CFI where .eh_frame covers the code, frame pointers elsewhere; default), cfi, fp");
 
-unsigned int ud_param_unwinder(void)
-{
-	return READ_ONCE(ud_unwinder);
-}
-
 const char *ud_version(void)
 {
 	return UD_VERSION;
@@ -121,17 +116,24 @@ static __always_inline enum ud_unwindable ud_current_unwindable(void)
 
 unsigned int ud_smp_processor_id(void) { return raw_smp_processor_id(); }
 unsigned int ud_nr_cpu_ids(void) { return nr_cpu_ids; }
-bool ud_current_has_mm(void) { return current->mm != NULL; }
-ud_u64 ud_user_end(void) { return TASK_SIZE_MAX; }
 
-ud_u64 ud_current_stack_top(void)
+void ud_current_walk_start(struct ud_walk_start *out)
 {
+	const struct pt_regs *regs = task_pt_regs(current);
+	struct mm_struct *mm = current->mm;
+
+	out->ip = regs->ip;
+	out->sp = regs->sp;
+	out->bp = regs->bp;
 	/*
 	 * Set by exec (the initial stack pointer, where argc lies). prctl(PR_SET_MM) may move
 	 * it (checkpoint/restore), under the mmap lock we do not take: whatever value is read
 	 * only bounds how far the stack windows read ahead, never what a walk may read.
 	 */
-	return current->mm ? READ_ONCE(current->mm->start_stack) : U64_MAX;
+	out->stack_top = mm ? READ_ONCE(mm->start_stack) : U64_MAX;
+	out->user_end = TASK_SIZE_MAX;
+	out->unwinder = READ_ONCE(ud_unwinder);
+	out->has_mm = mm != NULL;
 }
 
 unsigned long ud_local_irq_save(void)
@@ -145,15 +147,6 @@ unsigned long ud_local_irq_save(void)
 void ud_local_irq_restore(unsigned long flags)
 {
 	local_irq_restore(flags);
-}
-
-void ud_current_user_regs(ud_u64 *ip, ud_u64 *sp, ud_u64 *fp)
-{
-	struct pt_regs *regs = task_pt_regs(current);
-
-	*ip = regs->ip;
-	*sp = regs->sp;
-	*fp = regs->bp;
 }
 
 void ud_current_user_regs_dwarf(ud_u64 *out)

@@ -48,17 +48,6 @@ pub(crate) fn param_max_tasks() -> u32 {
     unsafe { ffi::ud_param_max_tasks() }
 }
 
-/// Module parameter `unwinder` (an `ffi::ud_unwinder_mode`).
-pub(crate) fn param_unwinder() -> u32 {
-    // SAFETY: reads a module parameter.
-    unsafe { ffi::ud_param_unwinder() }
-}
-
-/// End of the user address space (`TASK_SIZE_MAX`).
-pub(crate) fn user_end() -> u64 {
-    // SAFETY: reads a constant.
-    unsafe { ffi::ud_user_end() }
-}
 
 /// The module's version string.
 pub(crate) fn version() -> &'static CStr {
@@ -453,27 +442,22 @@ impl TaskWork {
     }
 }
 
-/// Whether the current task still has an mm (false once `exit_mm()` ran).
-pub(crate) fn current_has_mm() -> bool {
-    // SAFETY: reads current's mm pointer.
-    unsafe { ffi::ud_current_has_mm() }
-}
 
 // --- The current task's user space -----------------------------------------------------------
 
-/// The top of the current task's main-thread stack (its initial stack pointer: above it
-/// lie the arguments and environment); `u64::MAX` without an mm.
-pub(crate) fn current_stack_top() -> u64 {
-    // SAFETY: reads current's mm and, if there is one, its start_stack (set by exec).
-    unsafe { ffi::ud_current_stack_top() }
-}
-
-/// The saved user registers of the current task: `(ip, sp, bp)`. Task context, user task.
-pub(crate) fn current_user_regs() -> (u64, u64, u64) {
-    let (mut ip, mut sp, mut fp) = (0, 0, 0);
-    // SAFETY: reads current's saved user registers into three locals.
-    unsafe { ffi::ud_current_user_regs(&mut ip, &mut sp, &mut fp) };
-    (ip, sp, fp)
+/// What a walk of the current task's user stack starts from: its saved user `ip`, `sp` and
+/// `bp`, the top of its main thread's stack (its initial stack pointer: above it lie the
+/// arguments and environment; `u64::MAX` without an mm), the end of the user address space,
+/// module parameter `unwinder` (an `ffi::ud_unwinder_mode`), whether it still has an mm
+/// (false once `exit_mm()` ran). Task context.
+pub(crate) fn current_walk_start() -> ffi::ud_walk_start {
+    let mut out = core::mem::MaybeUninit::<ffi::ud_walk_start>::uninit();
+    // SAFETY: ud_current_walk_start() reads current's saved user registers, its mm's
+    // start_stack, a constant and a module parameter, and writes every field of `out`.
+    unsafe {
+        ffi::ud_current_walk_start(out.as_mut_ptr());
+        out.assume_init()
+    }
 }
 
 /// The saved user registers of the current task, by DWARF register number.

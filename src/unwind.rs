@@ -309,16 +309,21 @@ impl UnwindInfoSource for TaskModules<'_> {
 /// its loop is the hot path of `unwinder=fp`, and compiled inside the caller it came out
 /// a few instructions a frame longer.
 #[inline(never)]
-fn walk_current_fp(out: &mut [u64], user_end: u64, window: &mut Windowed<CurrentUserMemory>) -> usize {
-    let (ip, sp, fp) = sys::current_user_regs();
-    let regs = UserRegs { ip, sp, fp };
+fn walk_current_fp(
+    out: &mut [u64],
+    start: &ffi::ud_walk_start,
+    window: &mut Windowed<CurrentUserMemory>,
+) -> usize {
+    let regs = UserRegs { ip: start.ip, sp: start.sp, fp: start.bp };
     // What an earlier walk read is stale: this walk reads its own.
-    window.begin(sys::current_stack_top());
-    walker::walk(window, regs, user_end, out).0
+    window.begin(start.stack_top);
+    walker::walk(window, regs, start.user_end, out).0
 }
 
-/// Walks the current task's user stack into `out`: how many entries were written.
+/// Walks the current task's user stack, from `start`, into `out`: how many entries were
+/// written.
 fn walk_current(
+    start: &ffi::ud_walk_start,
     caches: &UnwindCaches,
     counts: CpuBlock,
     out: &mut [u64],
@@ -327,19 +332,18 @@ fn walk_current(
     hot: &mut HotRows,
     window: &mut WalkWindow,
 ) -> usize {
-    let user_end = sys::user_end();
     let page = kernel::page::PAGE_SIZE as u64;
-    let mode = match sys::param_unwinder() {
+    let mode = match start.unwinder {
         x if x == ffi::ud_unwinder_mode::UD_UNWINDER_CFI as u32 => Mode::Cfi,
         x if x == ffi::ud_unwinder_mode::UD_UNWINDER_FP as u32 => Mode::Fp,
         _ => Mode::Auto,
     };
     if mode == Mode::Fp {
         counts.add_unwinder(UnwinderCounter::walks_fp, 1);
-        return window.fp(|window| walk_current_fp(out, user_end, window));
+        return window.fp(|window| walk_current_fp(out, start, window));
     }
     let values = sys::current_user_regs_dwarf();
-    let params = WalkParams::new(mode, user_end, page).with_stack_top(sys::current_stack_top());
+    let params = WalkParams::new(mode, start.user_end, page).with_stack_top(start.stack_top);
     let mut unstamped;
     let (maps, recent) = match sys::current_maps_stamp() {
         Some((exec_id, seq)) => {
@@ -406,8 +410,10 @@ pub(crate) fn current_stack<'a>(
         // (`nr <= MAX_ENTRIES`, the length of `entries`: see `StackCache`.)
         return cache.entries.get_mut(..cache.nr).unwrap_or_default();
     }
-    let nr = if sys::current_has_mm() {
+    let start = sys::current_walk_start();
+    let nr = if start.has_mm {
         walk_current(
+            &start,
             caches,
             counts,
             &mut cache.entries,
