@@ -48,7 +48,6 @@ pub(crate) fn param_max_tasks() -> u32 {
     unsafe { ffi::ud_param_max_tasks() }
 }
 
-
 /// The module's version string.
 pub(crate) fn version() -> &'static CStr {
     // SAFETY: `ud_version` returns a pointer to a static NUL-terminated string.
@@ -441,7 +440,6 @@ impl TaskWork {
         Some(unsafe { TaskRef::from_raw(task.cast::<Task>()) })
     }
 }
-
 
 // --- The current task's user space -----------------------------------------------------------
 
