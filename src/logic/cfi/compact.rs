@@ -2,21 +2,31 @@
 //! The compact row: the form nearly every row of compiled code has, in 24 bytes, for the
 //! row cache and the fast step of a warm walk.
 //!
-//! A row is compact when it is not a signal frame's, its CFA is a tracked register plus an
-//! offset, and each register a normal frame passes on to its caller (the callee-saved
-//! `%rbx`, `%rbp`, `%r12`–`%r15`, plus `%rsp` and the return address: the eight *slots*)
-//! has no rule, `undefined`, `same_value`, or `offset(n)` with `n` a multiple of 8 in
-//! `-1024..=1016`. The rules of the other registers do not matter: a normal frame does
-//! not restore them ([`super::step`]). Anything else (expressions, `register`,
-//! `val_offset`, signal frames) keeps the full [`Row`] and the general [`super::step`].
+//! A row is compact when it is not a signal frame's, its CFA is a tracked register `r`
+//! plus an offset, or the word there (`DW_OP_breg<r> k; DW_OP_deref`), and each register a
+//! normal frame passes on to its caller (the callee-saved `%rbx`, `%rbp`, `%r12`–`%r15`,
+//! plus `%rsp` and the return address: the eight *slots*) has no rule, `undefined`,
+//! `same_value`, `offset(n)`, or the expression rule `DW_OP_breg<r> n` (saved at `r + n`,
+//! the same `r`), with `n` a multiple of 8 in `-1024..=1016`. The rules of the other
+//! registers do not matter: a normal frame does not restore them ([`super::step`]).
+//! Anything else (other expressions, `register`, `val_offset`, signal frames) keeps the
+//! full [`Row`] and the general [`super::step`].
+//!
+//! The two expression forms are those of gcc's stack-realigning functions (DRAP: a
+//! function with over-aligned locals and arguments on the stack, or built with
+//! `-mstackrealign`): the CFA is `[%rbp - 16]` and the callee-saved registers are saved
+//! at `%rbp`-relative places, an unknown distance from the CFA. Such a frame through the
+//! general step cost about 2,100 instructions (qprof, the `qsort` workload), the
+//! expression machine's and a full row's copy most of it.
 //!
 //! Applying a compact row gives exactly what [`super::step::step`] gives for the row it
 //! came from (the differential tests check it), but reads the stack through a
 //! [`StackWindow`] and updates the registers in place, without building a copy of them.
 
+use super::expr::{encode_breg, parse_breg, BREG_EXPR_MAX};
 use super::memory::{ReadAhead, StackReads, StackWindow, UnwindMemory};
 use super::regs::{Regs, NORMAL_FRAME_MASK, R12, R13, R14, R15, RA, RBP, RBX, REG_COUNT, RSP};
-use super::row::{CfaRule, Row, Rule};
+use super::row::{CfaRule, Row, Rule, ROW_EXPR_BYTES};
 use super::step::Caller;
 use super::{Error, Invalid};
 
@@ -42,6 +52,9 @@ const F_SP_SAME: u8 = 8;
 /// 16, the caller's `%rbp` at CFA − 16 and the return address at CFA − 8 (a frame record),
 /// nothing else saved or forgotten, and the caller's `%rsp` the CFA.
 const F_RECORD: u8 = 16;
+/// The CFA is the word at `cfa_reg + cfa_offset`, not their sum (gcc's DRAP rows:
+/// `DW_OP_breg<r> k; DW_OP_deref`). The step reads it from the stack.
+const F_CFA_DEREF: u8 = 32;
 
 const TAG_EMPTY: u8 = 0;
 const TAG_ROW: u8 = 1;
@@ -72,9 +85,10 @@ const _: () = {
 /// # Invariants
 ///
 /// For a row (`tag == TAG_ROW`): `cfa_reg < REG_COUNT`; `saved` and `forget` are
-/// disjoint; `set` is the registers of `saved`, plus `%rsp` if `F_SP_CFA`; `lo` and
-/// `span` describe the lowest and the highest offsets of the `saved` slots (`span == 0` if
-/// none, or if they span more than 255 words).
+/// disjoint; `at_reg` is part of `saved`; `set` is the registers of `saved`, plus `%rsp`
+/// if `F_SP_CFA`; `lo` and `span` describe the lowest and the highest offsets of the
+/// `saved` slots (`span == 0` if none, if they span more than 255 words, or if they are
+/// not all from a CFA known without a read: `at_reg` or `F_CFA_DEREF`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompactRow {
     cfa_offset: i32,
@@ -94,7 +108,11 @@ pub struct CompactRow {
     lo: i8,
     /// Words from `lo` to the highest offset of a saved slot, that one included.
     span: u8,
-    /// The offset of each saved slot from the CFA, in 8-byte words.
+    /// The saved slots whose offset is from the value of `cfa_reg`, not from the CFA
+    /// (gcc's DRAP rows: `DW_OP_breg<r> n`).
+    at_reg: u8,
+    /// The offset of each saved slot from the CFA (or `cfa_reg`, see `at_reg`), in 8-byte
+    /// words.
     offsets: [i8; SLOTS],
 }
 
@@ -110,6 +128,7 @@ impl CompactRow {
         flags: 0,
         lo: 0,
         span: 0,
+        at_reg: 0,
         offsets: [0; SLOTS],
     };
 
@@ -124,8 +143,13 @@ impl CompactRow {
         if row.signal {
             return None;
         }
-        let CfaRule::RegOffset { reg, offset } = row.rules.cfa else {
-            return None;
+        let (reg, offset, deref) = match row.rules.cfa {
+            CfaRule::RegOffset { reg, offset } => (reg, offset, false),
+            CfaRule::Expression(e) => match parse_breg(row.expr(e))? {
+                (reg, offset, true) => (u16::from(reg), i32::try_from(offset).ok()?, true),
+                _ => return None,
+            },
+            CfaRule::Undefined => return None,
         };
         let cfa_reg = u8::try_from(reg)
             .ok()
@@ -134,6 +158,7 @@ impl CompactRow {
             cfa_offset: offset,
             tag: TAG_ROW,
             cfa_reg,
+            flags: if deref { F_CFA_DEREF } else { 0 },
             ..Self::EMPTY
         };
         let mut lo = i32::MAX;
@@ -160,6 +185,20 @@ impl CompactRow {
                     lo = lo.min(i32::from(words));
                     hi = hi.max(i32::from(words));
                 }
+                // Saved at the CFA register plus n: with the register of the CFA only,
+                // whose value the step needs anyway (so that an unknown one fails the CFA
+                // first, as in the general step).
+                (_, Rule::Expression(e)) => {
+                    let (base, n, false) = parse_breg(row.expr(e))? else {
+                        return None;
+                    };
+                    if base != cfa_reg || n % 8 != 0 {
+                        return None;
+                    }
+                    *c.offsets.get_mut(slot)? = i8::try_from(n / 8).ok()?;
+                    c.saved |= bit;
+                    c.at_reg |= bit;
+                }
                 _ => return None,
             }
         }
@@ -167,7 +206,7 @@ impl CompactRow {
         if c.flags & F_SP_CFA != 0 {
             c.set |= 1 << RSP;
         }
-        if lo <= hi {
+        if lo <= hi && c.at_reg == 0 && !deref {
             // Both are i8: no overflow; a span over 255 words is not prefetched.
             c.lo = lo as i8;
             c.span = u8::try_from(hi - lo + 1).unwrap_or(0);
@@ -176,6 +215,7 @@ impl CompactRow {
         if c.cfa_reg == RBP as u8
             && c.cfa_offset == 16
             && c.saved == record_slots
+            && c.at_reg == 0
             && c.forget == 0
             && c.flags == F_SP_CFA
             && c.offsets.get(RBP_SLOT) == Some(&-2)
@@ -204,18 +244,17 @@ impl CompactRow {
                 self.flags,
                 self.lo as u8,
                 self.span,
-                0,
+                self.at_reg,
             ]),
             u64::from_le_bytes(o),
         ]
     }
 
-    /// The row whose [`CompactRow::to_words`] are `words` (the unused byte aside), if
-    /// there is one: words no row gives (an empty entry's, the marks', most bytes) are
+    /// The row whose [`CompactRow::to_words`] are `words`, if there is one: words no row gives (an empty entry's, the marks', most bytes) are
     /// `None`, never a row that breaks the type's invariants.
     pub fn from_words(words: [u64; 3]) -> Option<CompactRow> {
         let [c0, c1, c2, c3, s0, s1, s2, s3] = words[0].to_le_bytes();
-        let [tag, cfa_reg, saved, forget, flags, lo, span, _] = words[1].to_le_bytes();
+        let [tag, cfa_reg, saved, forget, flags, lo, span, at_reg] = words[1].to_le_bytes();
         let c = CompactRow {
             cfa_offset: i32::from_le_bytes([c0, c1, c2, c3]),
             set: u32::from_le_bytes([s0, s1, s2, s3]),
@@ -226,6 +265,7 @@ impl CompactRow {
             flags,
             lo: lo as i8,
             span,
+            at_reg,
             offsets: words[2].to_le_bytes().map(|b| b as i8),
         };
         // What from_row makes of the rules the row stands for, field by field (the tests
@@ -240,7 +280,8 @@ impl CompactRow {
     /// sets them: every slot at most one of saved or forgotten; the stack pointer's slot,
     /// with no rule (`F_SP_CFA`) or `same_value` (`F_SP_SAME`), neither; the return
     /// address's `same_value` (`F_RA_SAME`) neither, and forgotten exactly when the stack
-    /// ends (`F_ENDS`); no other flag but `F_RECORD`, set exactly for a frame record; the
+    /// ends (`F_ENDS`); no other flag but `F_RECORD`, set exactly for a frame record, and
+    /// `F_CFA_DEREF`; the slots saved at the CFA register's value among the saved ones; the
     /// offsets of slots not saved zero; `set`, `lo` and `span` from the saved slots.
     fn derived_fields_agree(&self) -> bool {
         const RSP_BIT: u8 = 1 << RSP_SLOT;
@@ -255,7 +296,8 @@ impl CompactRow {
             + has(self.saved, RSP_BIT);
         let ra_rules = has(f, F_RA_SAME) + has(f, F_ENDS) + has(self.saved, RA_BIT);
         let slots_ok = self.saved & self.forget == 0
-            && f & !(F_ENDS | F_RA_SAME | F_SP_CFA | F_SP_SAME | F_RECORD) == 0
+            && self.at_reg & !self.saved == 0
+            && f & !(F_ENDS | F_RA_SAME | F_SP_CFA | F_SP_SAME | F_RECORD | F_CFA_DEREF) == 0
             && sp_rules == 1
             && ra_rules == 1
             && (f & F_ENDS != 0) == (self.forget & RA_BIT != 0);
@@ -275,7 +317,7 @@ impl CompactRow {
                 return false;
             }
         }
-        let (lo, span) = if lo <= hi {
+        let (lo, span) = if lo <= hi && self.at_reg == 0 && f & F_CFA_DEREF == 0 {
             // Both are i8: no overflow.
             (lo as i8, u8::try_from(hi - lo + 1).unwrap_or(0))
         } else {
@@ -284,6 +326,7 @@ impl CompactRow {
         let record = self.cfa_reg == RBP as u8
             && self.cfa_offset == 16
             && self.saved == (1 << RBP_SLOT) | RA_BIT
+            && self.at_reg == 0
             && self.forget == 0
             && f & !F_RECORD == F_SP_CFA
             && self.offsets.get(RBP_SLOT) == Some(&-2)
@@ -329,13 +372,28 @@ impl CompactRow {
         if !self.is_row() {
             return row;
         }
-        row.rules.cfa = CfaRule::RegOffset {
-            reg: u16::from(self.cfa_reg),
-            offset: self.cfa_offset,
+        // `DW_OP_breg<cfa_reg> offset`, and `DW_OP_deref`: at most nine, of at most
+        // BREG_EXPR_MAX bytes each, which a row has room for (so they never fail).
+        const _: () = assert!((SLOTS + 1) * BREG_EXPR_MAX <= ROW_EXPR_BYTES);
+        let breg = |row: &mut Row, offset: i64, deref: bool| {
+            let mut bytes = [0u8; BREG_EXPR_MAX];
+            let len = encode_breg(self.cfa_reg, offset, deref, &mut bytes);
+            row.add_expr(bytes.get(..len).unwrap_or(&[]))
+                .unwrap_or_default()
+        };
+        row.rules.cfa = if self.flags & F_CFA_DEREF != 0 {
+            CfaRule::Expression(breg(&mut row, i64::from(self.cfa_offset), true))
+        } else {
+            CfaRule::RegOffset {
+                reg: u16::from(self.cfa_reg),
+                offset: self.cfa_offset,
+            }
         };
         for (slot, (&reg, &words)) in SLOT_REGS.iter().zip(self.offsets.iter()).enumerate() {
             let bit = 1u8 << slot;
-            let rule = if self.saved & bit != 0 {
+            let rule = if self.at_reg & bit != 0 {
+                Rule::Expression(breg(&mut row, i64::from(words) * 8, false))
+            } else if self.saved & bit != 0 {
                 Rule::Offset(i32::from(words).wrapping_mul(8))
             } else if reg == RA {
                 if self.flags & F_RA_SAME != 0 {
@@ -357,13 +415,34 @@ impl CompactRow {
         row
     }
 
-    /// The CFA of a frame with registers `regs`.
+    /// The CFA of a frame with registers `regs`, if the registers alone give it: `None`
+    /// if its register is unknown, or if it is read from the stack (`F_CFA_DEREF`: then
+    /// [`CompactRow::cfa`] reads it).
+    #[inline(always)]
+    pub fn cfa_of_regs(&self, regs: &Regs) -> Option<u64> {
+        if self.flags & F_CFA_DEREF != 0 {
+            return None;
+        }
+        let base = regs.get(u16::from(self.cfa_reg))?;
+        Some(base.wrapping_add(self.cfa_offset as i64 as u64))
+    }
+
+    /// The CFA of a frame with registers `regs`, read through `window` if the row says so.
     #[inline]
-    pub fn cfa(&self, regs: &Regs) -> Result<u64, Error> {
+    pub fn cfa<M: UnwindMemory>(
+        &self,
+        regs: &Regs,
+        window: &mut StackWindow,
+        mem: &mut ReadAhead<M>,
+    ) -> Result<u64, Error> {
         let base = regs
             .get(u16::from(self.cfa_reg))
             .ok_or(Error::Invalid(Invalid::UnknownRegister))?;
-        Ok(base.wrapping_add(self.cfa_offset as i64 as u64))
+        let at = base.wrapping_add(self.cfa_offset as i64 as u64);
+        if self.flags & F_CFA_DEREF == 0 {
+            return Ok(at);
+        }
+        window.u64(mem, at)
     }
 
     /// The fast path of a step: makes the window hold every saved register of the frame
@@ -371,7 +450,8 @@ impl CompactRow {
     /// window already), and returns the window offset of the CFA (wrapping: it may lie
     /// past the window's end), to read them with [`CompactRow::saved_word`]: reads that
     /// cannot fail. `None` if the window cannot hold them all (a fault, a misaligned
-    /// frame, a span over a window): then [`CompactRow::read_saved`] reads them one by one.
+    /// frame, a span over a window, slots saved at a register's place): then
+    /// [`CompactRow::read_saved`] reads them one by one.
     #[inline(always)]
     pub fn in_window<M: UnwindMemory>(
         &self,
@@ -484,17 +564,20 @@ impl CompactRow {
         }
     }
 
-    /// Reads the saved registers of the frame whose CFA is `cfa` into `values` (slot `i`
-    /// into `values[i]`; the other slots are left alone) one by one, in register order
-    /// (the slow path, when [`CompactRow::in_window`] fails: the first read that fails is
-    /// the one [`super::step::step`] would fail on).
+    /// Reads the saved registers of the frame whose registers are `regs` and CFA `cfa`
+    /// into `values` (slot `i` into `values[i]`; the other slots are left alone) one by
+    /// one, in register order (the slow path, when [`CompactRow::in_window`] fails: the
+    /// first read that fails is the one [`super::step::step`] would fail on).
     pub fn read_saved<M: UnwindMemory>(
         &self,
+        regs: &Regs,
         cfa: u64,
         window: &mut StackWindow,
         mem: &mut ReadAhead<M>,
         values: &mut [u64; SLOTS],
     ) -> Result<(), Error> {
+        // The CFA register is known: the CFA came from it.
+        let reg_base = regs.get(u16::from(self.cfa_reg)).unwrap_or(0);
         let mut left = self.saved;
         // Bounded: each iteration clears one of the 8 bits.
         while left != 0 {
@@ -503,7 +586,12 @@ impl CompactRow {
             let (Some(&words), Some(value)) = (self.offsets.get(slot), values.get_mut(slot)) else {
                 continue;
             };
-            let addr = cfa.wrapping_add((i64::from(words) as u64).wrapping_shl(3));
+            let base = if self.at_reg & (1 << slot) != 0 {
+                reg_base
+            } else {
+                cfa
+            };
+            let addr = base.wrapping_add((i64::from(words) as u64).wrapping_shl(3));
             *value = window.u64(mem, addr)?;
         }
         Ok(())
@@ -557,7 +645,7 @@ pub fn step_compact<M: UnwindMemory>(
         // Not a row: as a row without a CFA rule.
         return Err(super::MALFORMED);
     }
-    let cfa = row.cfa(regs)?;
+    let cfa = row.cfa(regs, window, mem)?;
     let mut caller = *regs;
     if let Some(cfa_at) = row.in_window(cfa, window, mem) {
         if row.ends() {
@@ -568,7 +656,7 @@ pub fn step_compact<M: UnwindMemory>(
         return Ok(Some(Caller { regs: caller, cfa }));
     }
     let mut values = regs.gather(&SLOT_REGS);
-    row.read_saved(cfa, window, mem, &mut values)?;
+    row.read_saved(regs, cfa, window, mem, &mut values)?;
     if row.ends() {
         return Ok(None);
     }

@@ -186,28 +186,9 @@ pub fn eval_breg<M: UnwindMemory>(
     regs: &Regs,
     mem: &mut M,
 ) -> Option<Result<u64, Error>> {
-    let (&opcode, mut rest) = expr.split_first()?;
-    if !(op::BREG0..=op::BREG31).contains(&opcode) {
-        return None;
-    }
-    let mut leb = Leb::new();
-    let mut offset = None;
-    for _ in 0..super::memory::MAX_LEB128_BYTES {
-        let (&byte, tail) = rest.split_first()?;
-        rest = tail;
-        if let Some((v, shift, last)) = leb.push(byte, true).ok()? {
-            offset = Some(super::memory::sign_extend_leb(v, shift, last) as u64);
-            break;
-        }
-    }
-    let offset = offset?;
-    let deref = match rest {
-        [] => false,
-        [op::DEREF] => true,
-        _ => return None,
-    };
-    let addr = match reg_value(regs, u64::from(opcode - op::BREG0)) {
-        Ok(base) => base.wrapping_add(offset),
+    let (reg, offset, deref) = parse_breg(expr)?;
+    let addr = match reg_value(regs, u64::from(reg)) {
+        Ok(base) => base.wrapping_add(offset as u64),
         Err(e) => return Some(Err(e)),
     };
     if !deref {
@@ -219,6 +200,67 @@ pub fn eval_breg<M: UnwindMemory>(
     } else {
         Err(Error::Fault)
     })
+}
+
+/// The parts `(N, offset, deref)` of `bregN offset` or `bregN offset; deref` (`N` below
+/// 32, a well-formed offset); `None` for any other expression. What [`eval_breg`]
+/// computes, and what a compact row keeps of gcc's DRAP rows
+/// ([`super::compact::CompactRow`]).
+#[inline(always)]
+pub fn parse_breg(expr: &[u8]) -> Option<(u8, i64, bool)> {
+    let (&opcode, mut rest) = expr.split_first()?;
+    if !(op::BREG0..=op::BREG31).contains(&opcode) {
+        return None;
+    }
+    let mut leb = Leb::new();
+    let mut offset = None;
+    for _ in 0..super::memory::MAX_LEB128_BYTES {
+        let (&byte, tail) = rest.split_first()?;
+        rest = tail;
+        if let Some((v, shift, last)) = leb.push(byte, true).ok()? {
+            offset = Some(super::memory::sign_extend_leb(v, shift, last));
+            break;
+        }
+    }
+    let deref = match rest {
+        [] => false,
+        [op::DEREF] => true,
+        _ => return None,
+    };
+    Some((opcode - op::BREG0, offset?, deref))
+}
+
+/// Longest expression [`encode_breg`] writes: the operation, a 64-bit SLEB128 offset, and
+/// `deref`.
+pub const BREG_EXPR_MAX: usize = 2 + super::memory::MAX_LEB128_BYTES;
+
+/// Writes `bregN offset` (and `deref` if `deref`) into `out` (`N` is `reg`, below 32);
+/// returns its length. The inverse of [`parse_breg`] (which also takes offsets written
+/// in more bytes than they need).
+pub fn encode_breg(reg: u8, offset: i64, deref: bool, out: &mut [u8; BREG_EXPR_MAX]) -> usize {
+    let mut len = 0;
+    let mut push = |byte: u8| {
+        if let Some(b) = out.get_mut(len) {
+            *b = byte;
+            len += 1;
+        }
+    };
+    push(op::BREG0.wrapping_add(reg & 31));
+    let mut v = offset;
+    // Bounded: each turn shifts 7 bits out; at most 10 turns for 64 bits.
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        let done = (v == 0 && byte & 0x40 == 0) || (v == -1 && byte & 0x40 != 0);
+        push(if done { byte } else { byte | 0x80 });
+        if done {
+            break;
+        }
+    }
+    if deref {
+        push(op::DEREF);
+    }
+    len
 }
 
 /// [`eval`] by the stack machine alone (every expression [`eval`] takes). Out of line: its

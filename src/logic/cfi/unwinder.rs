@@ -793,7 +793,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         user_end: u64,
         sp: u64,
     ) -> Option<u64> {
-        let cfa = row.cfa(regs).ok()?;
+        let cfa = row.cfa_of_regs(regs)?;
         let cfa_at = row.in_window(cfa, stack, mem)?;
         if row.ends() {
             return None;
@@ -855,7 +855,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
     /// fail), the end of the stack, or an error.
     #[inline(never)]
     fn compact_step_slow(&mut self, row: &CompactRow, sp: u64) -> Result<Option<Frame>, Error> {
-        let cfa = row.cfa(&self.regs)?;
+        let cfa = row.cfa(&self.regs, self.stack, &mut self.mem)?;
         let Some(cfa_at) = row.in_window(cfa, self.stack, &mut self.mem) else {
             return self.compact_step_unwindowed(row, cfa, sp);
         };
@@ -883,7 +883,7 @@ impl<'a, M: UnwindMemory, S: UnwindInfoSource, C: RowStore> Unwinder<'a, M, S, C
         sp: u64,
     ) -> Result<Option<Frame>, Error> {
         let mut values = self.regs.gather(&SLOT_REGS);
-        row.read_saved(cfa, self.stack, &mut self.mem, &mut values)?;
+        row.read_saved(&self.regs, cfa, self.stack, &mut self.mem, &mut values)?;
         if row.ends() {
             return Ok(None);
         }
