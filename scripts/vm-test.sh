@@ -73,7 +73,26 @@ fi
 
 python3 "$REPO/scripts/nmi-injector.py" "$qmp" "$out" >"$out/nmi-injector.log" 2>&1 &
 injector=$!
-trap 'kill $injector 2>/dev/null' EXIT
+
+# QEMU has been seen (once in many runs, 6.12 under TCG) not to exit after the guest
+# powered off: its threads idle in poll, the suite done, and the run then waited for the
+# timeout. So once the console shows the power-off, QEMU has a grace period to exit
+# (writing a qprof profile takes a few seconds), then it is asked to quit (SIGTERM: QEMU
+# shuts down cleanly, plugins included). Its QMP socket's path names this run's QEMU (the
+# processes above it, timeout, vng and virtme-run, carry it in their arguments too: the
+# pattern takes the QEMU binary's alone).
+# (Not over QMP: the NMI injector holds that socket, and a second client gets no greeting.)
+exit_grace=120
+(
+	until grep -qs 'reboot: Power down' "$out/vm.log"; do sleep 5; done
+	sleep "$exit_grace"
+	if pkill -TERM -f -- "^[^ ]*qemu-system[^ ]* .*-qmp unix:$qmp,"; then
+		echo "vm-test: QEMU had not exited ${exit_grace}s after the guest powered off: stopped" \
+			>"$out/qemu-stopped"
+	fi
+) >/dev/null 2>&1 & # (its sleep, left behind when killed, must hold no pipe of ours)
+exit_watch=$!
+trap 'kill $injector $exit_watch 2>/dev/null' EXIT
 
 # stdin from /dev/null: vng must not wait for a terminal (CI has none).
 # --verbose sends the kernel's console into vm.log (without it vng sends it to /dev/null,
@@ -85,6 +104,8 @@ timeout --kill-after=15 "$timeout" \
 	--append "panic_on_warn=0 oops=panic panic=-1 nmi_watchdog=0 loglevel=5" \
 	--exec "$guest_env UD_OUT=$out $runner ${tests[*]} 2>&1 | tee $out/guest.tap" </dev/null 2>&1 | tee "$out/vm.log"
 rc=${PIPESTATUS[0]}
+kill "$exit_watch" 2>/dev/null
+[ -s "$out/qemu-stopped" ] && cat "$out/qemu-stopped"
 
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/vm.log" | tail -1)
 # The guest also writes its lines into OUT/guest.tap (on the shared directory): on the debug
