@@ -250,8 +250,9 @@ impl CompactRow {
         ]
     }
 
-    /// The row whose [`CompactRow::to_words`] are `words`, if there is one: words no row gives (an empty entry's, the marks', most bytes) are
-    /// `None`, never a row that breaks the type's invariants.
+    /// The row whose [`CompactRow::to_words`] are `words`, if there is one: words no row
+    /// gives (an empty entry's, the marks', most bytes) are `None`, never a row that
+    /// breaks the type's invariants.
     pub fn from_words(words: [u64; 3]) -> Option<CompactRow> {
         let [c0, c1, c2, c3, s0, s1, s2, s3] = words[0].to_le_bytes();
         let [tag, cfa_reg, saved, forget, flags, lo, span, at_reg] = words[1].to_le_bytes();
