@@ -263,22 +263,13 @@ fn random_breg(rng: &mut Rng, deref: bool) -> Vec<u8> {
         2 => -1032 - 8 * rng.below(4) as i64,
         _ => 8 * rng.below(16) as i64 - 64,
     };
-    let mut e = vec![0x70 + reg as u8];
-    let mut v = offset;
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if (v == 0 && byte & 0x40 == 0) || (v == -1 && byte & 0x40 != 0) {
-            if rng.below(8) == 0 {
-                // The same number in one more byte.
-                e.push(byte | 0x80);
-                e.push(if v == 0 { 0 } else { 0x7f });
-            } else {
-                e.push(byte);
-            }
-            break;
-        }
-        e.push(byte | 0x80);
+    let mut e = Asm::new().u8(0x70 + reg as u8).sleb(offset).0;
+    if rng.below(8) == 0 {
+        // The same number in one more byte: the last one continued, then its sign.
+        let last = e.last_mut().unwrap();
+        let sign = if *last & 0x40 != 0 { 0x7f } else { 0 };
+        *last |= 0x80;
+        e.push(sign);
     }
     if deref {
         e.push(0x06);
