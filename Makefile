@@ -30,7 +30,7 @@ KMAKE = $(MAKE) -C $(KDIR) $(KFLAGS)
 OUT ?= $(REPO)/out
 
 .PHONY: all module client progs setup check check-debug soak soak-debug check-host vm-test mutants \
-	harness-selftest demo clean clean-kbuild
+	harness-selftest frame-sizes demo clean clean-kbuild
 
 all: module client progs
 
@@ -56,6 +56,10 @@ check-host:
 
 vm-test: all
 	$(REPO)/scripts/vm-test.sh --kernel $(KDIR) $(TESTS)
+
+# No stack frame over 2 KiB in the built modules (also a phase of make check).
+frame-sizes: all
+	$(REPO)/scripts/frame-sizes.sh $(REPO)/unwind_deferred.ko $(REPO)/tests/client/*.ko
 
 harness-selftest: all
 	$(REPO)/scripts/harness-selftest.sh --kernel $(KDIR)

@@ -141,6 +141,11 @@ for series in $kernels; do
 	# One tree, built for one kernel at a time: clean what the previous series built.
 	make -s -C "$REPO" KDIR="$kdir" clean-kbuild >/dev/null 2>&1
 	phase build$sfx make -C "$REPO" KDIR="$kdir" all || { failed=$((failed + 1)); finish 1; }
+	# No function of the modules with a stack frame over 2 KiB (rustc has no
+	# -Wframe-larger-than): read from the machine code of this series' build.
+	phase frame-sizes$sfx "$REPO/scripts/frame-sizes.sh" "$REPO/unwind_deferred.ko" \
+		"$REPO"/tests/client/*.ko || status=1
+	count frame-sizes$sfx
 	if [ "$series" = 6.12 ] && [ -x "$REPO/scripts/harness-selftest.sh" ]; then
 		phase harness-selftest "$REPO/scripts/harness-selftest.sh" --kernel "$kdir" || status=1
 		count harness-selftest

@@ -416,9 +416,9 @@ pub(crate) unsafe extern "C" fn ud_rs_fill_stack(
     ftrace::fill_stack(frames, runs.0, runs.1, offsets, hashes);
 }
 
-/// `value` in a box that C holds as the opaque struct `C` (null when out of memory).
-fn box_for_c<T, C>(value: T) -> *mut C {
-    KBox::new(value, GFP_KERNEL).map_or(core::ptr::null_mut(), |b| KBox::into_raw(b).cast())
+/// The box `value` held by C as the opaque struct `C` (null for `None`: out of memory).
+fn box_for_c<T, C>(value: Option<KBox<T>>) -> *mut C {
+    value.map_or(core::ptr::null_mut(), |b| KBox::into_raw(b).cast())
 }
 
 /// Frees a box of [`box_for_c`].
@@ -436,7 +436,9 @@ unsafe fn free_from_c<T, C>(ptr: *mut C) {
 /// A new, empty per-instance file cache (null when out of memory).
 #[no_mangle]
 pub(crate) extern "C" fn ud_rs_file_cache_new() -> *mut ffi::ud_file_cache {
-    box_for_c(FileCache::new())
+    // (Zeroed in place, an empty cache: `FileCache::new()` as a value went through a
+    // 2 KiB stack frame.)
+    box_for_c(sys::zeroed_box::<FileCache>())
 }
 
 /// Frees a cache of [`ud_rs_file_cache_new`].
@@ -499,7 +501,9 @@ pub(crate) unsafe extern "C" fn ud_rs_file_cache_use_all(
 /// A new, empty build-id cache (null when out of memory).
 #[no_mangle]
 pub(crate) extern "C" fn ud_rs_build_id_cache_new() -> *mut ffi::ud_build_id_cache {
-    box_for_c(BuildIdCache::new())
+    // (Zeroed in place, an empty cache: `BuildIdCache::new()` as a value went through a
+    // 4 KiB stack frame.)
+    box_for_c(sys::zeroed_box::<BuildIdCache>())
 }
 
 /// Frees a cache of [`ud_rs_build_id_cache_new`].

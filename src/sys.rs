@@ -308,6 +308,44 @@ impl<T: ZeroValid> Drop for PerCpu<T> {
 
 // SAFETY: integers only; all zeros is an empty cache (see RowCache).
 unsafe impl ZeroValid for crate::logic::cfi::RowCache {}
+// SAFETY: integers only (see HotRows); all zeros lacks only the mark of the last entry,
+// which `HotRows::reset` writes (see `zeroed_then`).
+unsafe impl ZeroValid for crate::logic::cfi::HotRows {}
+// SAFETY: integers and a bool only; all zeros is an empty cache (see its Entry).
+unsafe impl ZeroValid for crate::logic::build_id_cache::BuildIdCache {}
+// SAFETY: integers only; all zeros is an empty cache at generation 0 (`FileCache::new`).
+unsafe impl ZeroValid for crate::logic::file_cache::FileCache {}
+
+#[cfg(ud_pin_init_crate)]
+use pin_init::init_from_closure;
+#[cfg(not(ud_pin_init_crate))]
+use kernel::init::init_from_closure;
+
+/// An initialiser of a `T` whose all-zero bytes are a value: the bytes zeroed in place, then
+/// the value given to `finish`. For a large field of a value built in place (`init!`), which
+/// as a value (`field: T::new()`) would go through the stack first.
+pub(crate) fn zeroed_then<T: ZeroValid>(
+    finish: impl FnOnce(&mut T),
+) -> impl Init<T, core::convert::Infallible> {
+    let init = move |slot: *mut T| {
+        // SAFETY: the initialiser's caller gives a `slot` valid and aligned for a write of
+        // one `T`.
+        unsafe { slot.write_bytes(0, 1) };
+        // SAFETY: `*slot` holds a value of `T` now (all zeros, `T: ZeroValid`), and nothing
+        // else refers to it until the initialiser returns.
+        finish(unsafe { &mut *slot });
+        Ok(())
+    };
+    // SAFETY: `init` initialises `*slot` and never fails: all zeros is a value of `T`
+    // (`T: ZeroValid`), which `finish` changes only through a `&mut T`.
+    unsafe { init_from_closure(init) }
+}
+
+/// A new `T` of all-zero bytes, allocated and zeroed in place (`None` when out of memory):
+/// for values too large to build on the stack and move (`KBox::new(T::new())` may).
+pub(crate) fn zeroed_box<T: ZeroValid>() -> Option<KBox<T>> {
+    KBox::init(zeroed_then(|_: &mut T| {}), GFP_KERNEL).ok()
+}
 
 // --- Tasks and task work -------------------------------------------------------------------
 

@@ -31,21 +31,33 @@ pub struct FileKey {
     pub ctime_nsec: u32,
 }
 
+/// One entry. Integers only, and all-zero bytes are [`EMPTY`]: the module allocates the
+/// cache zeroed in place (over 2 KiB, it is not built as a value on the stack). So "empty"
+/// is a flag, not an `Option` (whose layout does not say which bytes are `None`).
 #[derive(Clone, Copy)]
 struct Entry {
-    key: Option<FileKey>,
+    /// Whether `key`, `len` and `id` hold a file's build-id.
+    used: bool,
+    key: FileKey,
     /// 0: the file has no build-id.
     len: u8,
     id: [u8; BUILD_ID_SIZE_MAX],
 }
 
 const EMPTY: Entry = Entry {
-    key: None,
+    used: false,
+    key: FileKey {
+        sb: 0,
+        ino: 0,
+        ctime_sec: 0,
+        ctime_nsec: 0,
+    },
     len: 0,
     id: [0; BUILD_ID_SIZE_MAX],
 };
 
-/// The cache (the caller serialises its use).
+/// The cache (the caller serialises its use). All-zero bytes are an empty cache (see
+/// [`Entry`]).
 pub struct BuildIdCache {
     entries: [Entry; BUILD_ID_CACHE_SLOTS],
 }
@@ -77,7 +89,7 @@ impl BuildIdCache {
             .entries
             .get(Self::set_range(key))?
             .iter()
-            .find(|entry| entry.key.as_ref() == Some(key))?;
+            .find(|entry| entry.used && entry.key == *key)?;
         let len = usize::from(entry.len).min(BUILD_ID_SIZE_MAX);
         out[..len].copy_from_slice(&entry.id[..len]);
         Some(len)
@@ -93,7 +105,7 @@ impl BuildIdCache {
         };
         let at = match set
             .iter()
-            .position(|entry| entry.key.is_none() || entry.key.as_ref() == Some(key))
+            .position(|entry| !entry.used || entry.key == *key)
         {
             Some(at) => at,
             None => {
@@ -109,7 +121,8 @@ impl BuildIdCache {
         } else {
             &[]
         };
-        entry.key = Some(*key);
+        entry.used = true;
+        entry.key = *key;
         entry.len = id.len() as u8;
         entry.id[..id.len()].copy_from_slice(id);
     }

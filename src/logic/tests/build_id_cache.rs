@@ -114,3 +114,37 @@ fn files_of_one_set_stay_together_and_the_oldest_goes() {
     }
     assert_eq!(out[0], 9);
 }
+
+/// The module allocates the cache zeroed in place (`sys::zeroed_box`; `BuildIdCache::new()` as
+/// a value went through a 4 KiB stack frame): all-zero bytes must be an empty cache, one that
+/// knows no file, not even the all-zero key, and fills as a new one does.
+#[test]
+fn a_zeroed_cache_is_empty() {
+    // SAFETY: all-zero bytes are a value of BuildIdCache (its documentation; this test).
+    let mut zeroed: Box<BuildIdCache> = unsafe { Box::new_zeroed().assume_init() };
+    let mut new = BuildIdCache::new();
+    let mut out = [0u8; BUILD_ID_SIZE_MAX];
+    for k in [
+        FileKey::default(),
+        key(1, 2, 3),
+        key(0xffff_8880_0000_1000, 42, 100),
+    ] {
+        assert_eq!(zeroed.lookup(&k, &mut out), None, "{k:?} in a zeroed cache");
+    }
+    for ino in 0..(2 * BUILD_ID_CACHE_SLOTS as u64) {
+        let k = key(7, ino, 1);
+        zeroed.store(&k, &[ino as u8; 4]);
+        new.store(&k, &[ino as u8; 4]);
+    }
+    for ino in 0..(2 * BUILD_ID_CACHE_SLOTS as u64) {
+        let k = key(7, ino, 1);
+        let mut out = [0u8; BUILD_ID_SIZE_MAX];
+        let mut out_new = [0u8; BUILD_ID_SIZE_MAX];
+        assert_eq!(
+            zeroed.lookup(&k, &mut out),
+            new.lookup(&k, &mut out_new),
+            "{k:?}"
+        );
+        assert_eq!(out, out_new);
+    }
+}

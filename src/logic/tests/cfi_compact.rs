@@ -1004,3 +1004,57 @@ fn words_give_a_row_back_or_none() {
     println!("{accepted} of 200000 word triples are rows");
     assert!(accepted > 10_000, "{accepted}");
 }
+
+/// Hot rows built as the module builds them (zeroed in place, then `reset`: `HotRows::new()`
+/// as a value went through the kernel stack, over 5 KiB) answer as new ones do: a row without
+/// a compact form, found in the shared cache, is the mark. Zeroed bytes without `reset`
+/// answer "no row" there: the mark is what `reset` adds.
+#[test]
+fn hot_rows_zeroed_then_reset_are_new() {
+    let mut compact = Row::EMPTY;
+    compact.rules.cfa = CfaRule::RegOffset {
+        reg: RSP,
+        offset: 16,
+    };
+    compact.rules.regs[RA as usize] = Rule::Offset(-8);
+    let mut signal = compact;
+    signal.signal = true;
+    let c = CompactRow::from_row(&compact).unwrap();
+    for (how, reset) in [
+        ("new", None),
+        ("zeroed, reset", Some(true)),
+        ("zeroed", Some(false)),
+    ] {
+        let mut hot: Box<HotRows> = match reset {
+            None => Box::new(HotRows::new()),
+            Some(reset) => {
+                // SAFETY: all-zero bytes are a value of HotRows (its documentation).
+                let mut h: Box<HotRows> = unsafe { Box::new_zeroed().assume_init() };
+                if reset {
+                    h.reset();
+                }
+                h
+            }
+        };
+        let mut shared = RowCache::new();
+        shared.insert(1, 0x100, &compact);
+        shared.insert(1, 0x200, &signal);
+        let mut l = Layered {
+            hot: &mut hot,
+            shared: &mut shared,
+        };
+        assert_eq!(l.lookup(1, 0x100), Some(c), "{how}");
+        let full = l.lookup(1, 0x200);
+        if reset == Some(false) {
+            assert_ne!(
+                full,
+                Some(CompactRow::FULL),
+                "{how}: the mark without reset"
+            );
+        } else {
+            assert_eq!(full, Some(CompactRow::FULL), "{how}");
+        }
+        assert_eq!(hot.find(1, 0x100), Some(c), "{how}: kept hot");
+        assert_eq!(hot.find(1, 0x300), None, "{how}");
+    }
+}

@@ -238,3 +238,12 @@ fn uses_at_once_count_as_one_by_one_or_change_nothing() {
     // Both outcomes were exercised (reminders come every REMINDER_EVERY uses).
     assert!(quiet > 1000 && loud > 50, "quiet {quiet} loud {loud}");
 }
+
+/// The module allocates the file cache zeroed in place (`sys::zeroed_box`; `FileCache::new()`
+/// as a value went through a 2 KiB stack frame): all-zero bytes must be a new cache.
+#[test]
+fn a_zeroed_file_cache_is_a_new_one() {
+    // SAFETY: all-zero bytes are a value of FileCache (integers only; this test).
+    let zeroed: Box<FileCache> = unsafe { Box::new_zeroed().assume_init() };
+    assert_eq!(*zeroed, FileCache::new());
+}
