@@ -31,9 +31,9 @@ pub struct FileKey {
     pub ctime_nsec: u32,
 }
 
-/// One entry. Integers only, and all-zero bytes are [`EMPTY`]: the module allocates the
-/// cache zeroed in place (over 2 KiB, it is not built as a value on the stack). So "empty"
-/// is a flag, not an `Option` (whose layout does not say which bytes are `None`).
+/// One entry. Integers and a `bool` only, and all-zero bytes are [`EMPTY`]: the module
+/// allocates the cache (4 KiB) zeroed in place, not built as a value on the stack. So
+/// "empty" is a flag, not an `Option` (whose layout does not say which bytes are `None`).
 #[derive(Clone, Copy)]
 struct Entry {
     /// Whether `key`, `len` and `id` hold a file's build-id.
