@@ -862,11 +862,9 @@ fn stack_window_records_held() {
     assert_eq!(w.records().at(0), None);
 }
 
-/// A task's hot rows: compact rows only, two places a row (a later PC whose places are
-/// both taken replaces an earlier one), misses fall through to the shared cache and fill the hot
-/// rows, and rows without a compact form stay in the shared cache alone.
-#[test]
-fn hot_rows_in_front_of_the_shared_cache() {
+/// A frame-pointer row, the same row as a signal frame's (no compact form), and the first's
+/// compact form: the rows of the hot-row tests.
+fn frame_and_signal_rows() -> (Row, Row, CompactRow) {
     let mut compact = Row::EMPTY;
     compact.rules.cfa = CfaRule::RegOffset {
         reg: RBP,
@@ -877,6 +875,23 @@ fn hot_rows_in_front_of_the_shared_cache() {
     let mut signal = compact;
     signal.signal = true;
     let c = CompactRow::from_row(&compact).unwrap();
+    (compact, signal, c)
+}
+
+/// A shared cache with `compact` at 0x100 and `signal` at 0x200 of module 1.
+fn shared_with(compact: &Row, signal: &Row) -> RowCache {
+    let mut shared = RowCache::new();
+    shared.insert(1, 0x100, compact);
+    shared.insert(1, 0x200, signal);
+    shared
+}
+
+/// A task's hot rows: compact rows only, two places a row (a later PC whose places are
+/// both taken replaces an earlier one), misses fall through to the shared cache and fill the hot
+/// rows, and rows without a compact form stay in the shared cache alone.
+#[test]
+fn hot_rows_in_front_of_the_shared_cache() {
+    let (compact, signal, c) = frame_and_signal_rows();
 
     let mut hot = HotRows::new();
     hot.insert(7, 0x10, CompactRow::FULL);
@@ -909,9 +924,7 @@ fn hot_rows_in_front_of_the_shared_cache() {
     }
 
     let mut hot = HotRows::new();
-    let mut shared = RowCache::new();
-    shared.insert(1, 0x100, &compact);
-    shared.insert(1, 0x200, &signal);
+    let mut shared = shared_with(&compact, &signal);
     let mut l = Layered {
         hot: &mut hot,
         shared: &mut shared,
@@ -1011,15 +1024,7 @@ fn words_give_a_row_back_or_none() {
 /// answer "no row" there: the mark is what `reset` adds.
 #[test]
 fn hot_rows_zeroed_then_reset_are_new() {
-    let mut compact = Row::EMPTY;
-    compact.rules.cfa = CfaRule::RegOffset {
-        reg: RSP,
-        offset: 16,
-    };
-    compact.rules.regs[RA as usize] = Rule::Offset(-8);
-    let mut signal = compact;
-    signal.signal = true;
-    let c = CompactRow::from_row(&compact).unwrap();
+    let (compact, signal, c) = frame_and_signal_rows();
     for (how, reset) in [
         ("new", None),
         ("zeroed, reset", Some(true)),
@@ -1036,9 +1041,7 @@ fn hot_rows_zeroed_then_reset_are_new() {
                 h
             }
         };
-        let mut shared = RowCache::new();
-        shared.insert(1, 0x100, &compact);
-        shared.insert(1, 0x200, &signal);
+        let mut shared = shared_with(&compact, &signal);
         let mut l = Layered {
             hot: &mut hot,
             shared: &mut shared,
