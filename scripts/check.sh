@@ -56,7 +56,7 @@ kernels=${KERNEL:-$default_kernels}
 first=${kernels%% *} # the series that also gets the ftracetest run and the full perf comparisons
 out=$REPO/out/check-$flavour$suffix
 mkdir -p "$out"
-passed=0 failed=0 timings=()
+passed=0 failed=0 timings=() failed_phases=()
 
 phase() { # phase NAME COMMAND...: runs, times and logs one phase; returns its status
 	local name=$1 start=$SECONDS rc
@@ -65,6 +65,7 @@ phase() { # phase NAME COMMAND...: runs, times and logs one phase; returns its s
 	"$@" 2>&1 | tee "$out/$name.log"
 	rc=${PIPESTATUS[0]}
 	timings+=("$(printf '%-18s %4ds  %s' "$name" $((SECONDS - start)) "$([ "$rc" = 0 ] && echo ok || echo "FAILED ($rc)")")")
+	[ "$rc" = 0 ] || failed_phases+=("$name")
 	return "$rc"
 }
 
@@ -97,9 +98,22 @@ check_skips() {
 	[ $bad = 0 ]
 }
 
+# What failed, in a few lines, for a reader who sees only the end of the output (CI keeps
+# its tail): each failed phase's failed tests and their messages (a test's FAIL line, and
+# the summary of a comparison with perf), from the phase's log; the logs have the rest.
+failures() {
+	local name
+	for name in "${failed_phases[@]}"; do
+		echo "--- $name ($out/$name.log)"
+		grep -E '^not ok |FAIL|panicked|^error|kernel log reports|: module events [0-9]+, perf' \
+			"$out/$name.log" | grep -v 'selftest/warn' | cut -c1-160 | head -12
+	done
+}
+
 finish() {
 	echo "=== times"
 	printf '%s\n' "${timings[@]}"
+	[ ${#failed_phases[@]} = 0 ] || { echo "=== failures"; failures; }
 	echo "check: $passed passed, $failed failed"
 	[ "$failed" = 0 ] && [ "$1" = 0 ]
 	exit $?
