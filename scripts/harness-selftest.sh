@@ -7,7 +7,9 @@
 #   (b) a guest that hangs (a test sleeping forever) is killed at vm-test.sh's --timeout
 #       and reported, with a non-zero exit;
 #   (c) a guest whose kernel panics is reported as a crash, with the panic's own line from
-#       the kernel's console (vm-test.sh passes vng --verbose), and a non-zero exit.
+#       the kernel's console (vm-test.sh passes vng --verbose), and a non-zero exit;
+#   (d) the comparison with perf (tests/helpers/compare-perf.py) fails on different stacks
+#       and too few events, and tells perf's own failure apart (made-up traces, no VM).
 # The three deliberately failing tests are tests/selftest/*.selftest (not *.tc, so the normal
 # suite never runs them).
 #
@@ -78,6 +80,14 @@ if [ $rc != 0 ] && grep -q 'without a summary line: crash or panic' "$out/panic.
 fi
 result $ok "a kernel panic is reported as a crash with its console line, and vm-test.sh fails (exit $rc)" \
 	"see $out/panic.log"
+
+# (d) The comparison with perf: its outcomes on made-up traces.
+python3 "$REPO/tests/helpers/compare-perf.py" --self-test > "$out/compare-perf.log" 2>&1
+rc=$?
+ok=0
+[ $rc = 0 ] && ! grep -q '^not ok' "$out/compare-perf.log" && ok=1
+result $ok "compare-perf.py: the same stacks pass, different ones and too few events fail, perf's failure is told apart" \
+	"$(grep -v '^ok' "$out/compare-perf.log" | head -5)"
 
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]
