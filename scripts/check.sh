@@ -106,7 +106,8 @@ failures() {
 	for name in "${failed_phases[@]}"; do
 		echo "--- $name ($out/$name.log)"
 		grep -E '^not ok |FAIL|panicked|^error|kernel log reports|: module events [0-9]+, perf' \
-			"$out/$name.log" | grep -v 'selftest/warn' | cut -c1-160 | head -12
+			"$out/$name.log" | grep -E -v 'selftest/warn|BENCH: [^ ]+: module events' |
+			cut -c1-160 | head -12
 	done
 }
 
