@@ -102,12 +102,14 @@ check_skips() {
 # its tail): each failed phase's failed tests and their messages (a test's FAIL line, and
 # the summary of a comparison with perf), from the phase's log; the logs have the rest.
 failures() {
-	local name
+	local name lines
 	for name in "${failed_phases[@]}"; do
 		echo "--- $name ($out/$name.log)"
-		grep -E '^not ok |FAIL|panicked|^error|kernel log reports|: module events [0-9]+, perf' \
-			"$out/$name.log" | grep -E -v 'selftest/warn|BENCH: [^ ]+: module events' |
-			cut -c1-160 | head -12
+		lines=$(grep -E '^not ok |FAIL|panicked|^error|kernel log reports|: module events [0-9]+, perf' \
+			"$out/$name.log" | grep -E -v 'selftest/warn|BENCH: [^ ]+: module events')
+		# (None of those: a phase that is not a test run, such as a build; its last lines.)
+		[ -n "$lines" ] || lines=$(tail -3 "$out/$name.log")
+		echo "$lines" | cut -c1-160 | head -12
 	done
 }
 
