@@ -20,13 +20,13 @@ and the first differences; exits 1 if fewer than --min-events pairs or less than
 --min-match percent of them are identical, and 2 if perf's side has nothing to compare
 with: no sample of COMM, or none unwound past its first frame while the module's stacks
 are deeper. perf 6.1's dwarf unwinding does that now and then to every event of one
-process of one run (seen with python3-like interpreters, gcc's cc1 and tclsh, never
-reproduced on demand): the caller runs the workload again rather than take perf's failure
+process of one run (seen with gcc's cc1, tclsh, gzip and mawk, never reproduced on
+demand): the caller runs the workload again rather than take perf's failure
 for the module's (tests/ftrace/cfi-vs-perf.tc).
 
     compare-perf.py --self-test
 
-checks these three outcomes on made-up traces.
+checks the three exit statuses on made-up traces.
 """
 import argparse
 import re
