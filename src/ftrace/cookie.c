@@ -62,20 +62,6 @@ struct ud_commit_args {
 	unsigned int		trace_ctx;
 };
 
-/* The cookie of the current kernel entry, written into @buffer (preemption is off). */
-static void ud_commit_cookie(struct ud_instance *inst, struct trace_buffer *buffer,
-			     unsigned int trace_ctx)
-{
-	u64 cookie;
-
-	if (unwind_deferred_request(&inst->work, &cookie) < 0)
-		return;	/* counted by the core (not a user task, table full, ...) */
-	if (ud_write_cookie(buffer, cookie, trace_ctx))
-		ud_count(cookies);
-	else
-		ud_count(cookies_lost);
-}
-
 /*
  * At the entry of trace_buffer_unlock_commit_regs(): writes the cookie of the event now
  * and returns false, or returns true with @args filled when it must be written on return.
@@ -117,7 +103,7 @@ static __always_inline bool ud_commit_decide(struct pt_regs *regs, struct ud_com
 	if (ud_cookie_on_entry && event != this_cpu_read(*ud_buffered_event_var) &&
 	    !(READ_ONCE(tr->trace_flags) & (UD_TRACE_ITER(STACKTRACE) | UD_TRACE_ITER(USERSTACKTRACE)))) {
 		ud_call(ring_buffer_nest_start)(buffer);
-		ud_commit_cookie(inst, buffer, trace_ctx);
+		ud_write_cookie(&inst->work, buffer, trace_ctx);
 		ud_call(ring_buffer_nest_end)(buffer);
 		return false;
 	}
@@ -142,7 +128,7 @@ static int ud_commit_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 	 * right after it. The instance cannot have been freed in between (we are in the same
 	 * preempt-off kprobe section).
 	 */
-	ud_commit_cookie(args->inst, args->buffer, args->trace_ctx);
+	ud_write_cookie(&args->inst->work, args->buffer, args->trace_ctx);
 	return 0;
 }
 
@@ -271,7 +257,7 @@ static noinline void ud_export_cookie(const void *entry, unsigned int size)
 	 * it (the reservation does not follow the event's data, which is not in the buffer).
 	 */
 	buffered = ud_buffered_event_var ? this_cpu_read(*ud_buffered_event_var) : NULL;
-	if (buffered && entry == ring_buffer_event_data(buffered))
+	if (buffered && entry == ud_event_body(buffered))
 		return;
 	/* A word inside the event's page (a page boundary may be the end of the memory). */
 	end_readable = end & (PAGE_SIZE - 1);

@@ -43,20 +43,27 @@ static void *ud_reserve(struct trace_buffer *buffer, struct trace_event_call *ca
 	*event = ring_buffer_lock_reserve(buffer, len);
 	if (!*event)
 		return NULL;
-	ent = ring_buffer_event_data(*event);
+	ent = ud_event_body(*event);
 	tracing_generic_entry_update(ent, call->event.type, trace_ctx);
 	return ent;
 }
 
 /* Fills the user_unwind_cookie event reserved as @event and commits it. */
-void ud_fill_cookie(struct trace_buffer *buffer, struct ring_buffer_event *event,
-		    u64 cookie, unsigned int trace_ctx)
+static __always_inline void ud_commit_cookie_event(struct trace_buffer *buffer,
+						   struct ring_buffer_event *event, u64 cookie,
+						   unsigned int trace_ctx)
 {
-	struct trace_event_raw_user_unwind_cookie *entry = ring_buffer_event_data(event);
+	struct trace_event_raw_user_unwind_cookie *entry = ud_event_body(event);
 
 	tracing_generic_entry_update(&entry->ent, event_user_unwind_cookie.event.type, trace_ctx);
 	entry->cookie = cookie;
 	ring_buffer_unlock_commit(buffer);
+}
+
+void ud_fill_cookie(struct trace_buffer *buffer, struct ring_buffer_event *event,
+		    u64 cookie, unsigned int trace_ctx)
+{
+	ud_commit_cookie_event(buffer, event, cookie, trace_ctx);
 }
 
 /*
@@ -68,15 +75,26 @@ struct ring_buffer_event *ud_reserve_cookie(struct trace_buffer *buffer)
 	return ring_buffer_lock_reserve(buffer, sizeof(struct trace_event_raw_user_unwind_cookie));
 }
 
-bool ud_write_cookie(struct trace_buffer *buffer, u64 cookie, unsigned int trace_ctx)
+/*
+ * The commit probe's cookie (cookie.c): the unwind of the current kernel entry requested
+ * for @work, and its cookie written into @buffer (preemption is off). One function from
+ * the request to the commit, since every event of an instance with the option pays it.
+ */
+void ud_write_cookie(struct unwind_work *work, struct trace_buffer *buffer,
+		     unsigned int trace_ctx)
 {
 	struct ring_buffer_event *event;
+	u64 cookie;
 
+	if (unwind_deferred_request(work, &cookie) < 0)
+		return;	/* counted by the core (not a user task, table full, ...) */
 	event = ud_reserve_cookie(buffer);
-	if (!event)
-		return false;
-	ud_fill_cookie(buffer, event, cookie, trace_ctx);
-	return true;
+	if (!event) {
+		ud_count(cookies_lost);
+		return;
+	}
+	ud_commit_cookie_event(buffer, event, cookie, trace_ctx);
+	ud_count(cookies);
 }
 
 /* Points the __data_loc field @loc of @entry at @len bytes at @off; returns their place. */
