@@ -60,6 +60,7 @@ static __always_inline void ud_commit_cookie_event(struct trace_buffer *buffer,
 	ring_buffer_unlock_commit(buffer);
 }
 
+/* The same for the export (cookie.c), which reserved @event with ud_reserve_cookie(). */
 void ud_fill_cookie(struct trace_buffer *buffer, struct ring_buffer_event *event,
 		    u64 cookie, unsigned int trace_ctx)
 {

@@ -149,7 +149,6 @@ static __always_inline void *ud_event_body(struct ring_buffer_event *event)
 	return event->type_len ? (void *)&event->array[0] : (void *)&event->array[1];
 }
 
-
 unsigned int ud_trace_ctx(void);
 void ud_fill_cookie(struct trace_buffer *buffer, struct ring_buffer_event *event,
 		    u64 cookie, unsigned int trace_ctx);
