@@ -79,8 +79,9 @@ counter() { awk -v k="$1" '$1 == k ":" { print $2 }' $UD_DEBUGFS/stats $UD_DEBUG
 # option changed, or, failing, an instance that the next one creates again.
 grep -q '^debugfs ' /proc/mounts || mount -t debugfs nodev /sys/kernel/debug
 if [ -z "${UD_RUNNER:-}" ]; then
+	. "$UD_REPO/tests/anchors.sh"
 	for d in instances/*/; do
-		[ -d "$d" ] && rmdir "$d"
+		[ -d "$d" ] && ! is_suite_anchor "$d" && rmdir "$d"
 	done
 	if grep -q '^unwind_deferred ' /proc/modules; then unload_module; fi
 fi

@@ -30,6 +30,15 @@ KERNEL_PROBLEM=$(sed -n "s/^KERNEL_PROBLEM='\(.*\)'$/\1/p" "$REPO/tests/run-gues
 [ -n "$KERNEL_PROBLEM" ] || { echo "no KERNEL_PROBLEM in run-guest.sh"; echo "0 passed, 1 failed"; exit 1; }
 
 echo "# kernel $(uname -r), $(nproc) CPUs; $ftracetest"
+# The suite anchors (tests/anchors.sh) as in tests/run-guest.sh: ftracetest's
+# initialize_ftrace before each test resets the top level only, and tests/lib.sh's cleanup
+# spares them, so they stay for the whole run.
+. "$REPO/tests/anchors.sh"
+anchors=
+if [ -z "${UD_ICOUNT:-}" ] && [ "${UD_ANCHORS:-1}" != 0 ]; then
+	make_anchors /sys/kernel/tracing && anchors=$SUITE_ANCHORS
+	echo "# anchors: ${anchors:-not made}"
+fi
 dmesg -c > /dev/null
 rm -rf "$logs"
 # ftracetest keeps the log of every test that did not pass (--keep: of every test).
@@ -61,6 +70,9 @@ for t in $tests; do
 		[ -n "$log" ] && tail -40 "$log" | sed 's/^/#   /'
 		failed=$((failed + 1)) ;;
 	esac
+done
+for a in $anchors; do # a test that removed one took the protection away from the rest
+	[ -d /sys/kernel/tracing/instances/$a ] || echo "# anchors: $a was gone by the end of the run"
 done
 kmsg=$(dmesg -c)
 if echo "$kmsg" | grep -Eq "$KERNEL_PROBLEM"; then

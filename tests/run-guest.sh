@@ -40,27 +40,10 @@ export TRACING
 # A kernel problem anywhere in the log fails the test during which it appeared.
 KERNEL_PROBLEM='WARNING:|BUG:|Oops|CFI failure|general protection|Call Trace:|INFO: task .* blocked|possible circular locking|inconsistent lock state|KASAN|kmemleak: [0-9]+ new suspected|UBSAN|RCU detected stall|soft lockup|hard LOCKUP|list_add corruption|list_del corruption'
 
-# Anchors for the whole suite (Documentation/testing.rst, "Oops: int3"): the base kernels
-# under TCG have died with "Oops: int3" where a tracepoint's call sites were re-patched
-# while another CPU ran them (sys_enter, sched_switch). They are re-patched only when the
-# tracepoint's probes go between none, one and two (kernel/tracepoint.c:
-# tracepoint_update_call()), and each instance with a syscall event is one probe on
-# sys_enter (sys_exit), each with sched_switch one on it. Two instances, tracing off, that
-# keep those events enabled for the whole run keep two probes on each: what the tests
-# enable and disable then patches nothing. reset_tracing() keeps them. Not under -icount
-# (the benchmarks and qprof: two more probes a system call and a context switch would move
-# their figures), nor with UD_ANCHORS=0.
-SUITE_ANCHORS="ud_suite_anchor1 ud_suite_anchor2"
-make_anchors() {
-	local a ev
-	for a in $SUITE_ANCHORS; do
-		mkdir $TRACING/instances/$a || return 1
-		echo 0 > $TRACING/instances/$a/tracing_on
-		for ev in syscalls/sys_enter_getppid syscalls/sys_exit_getppid sched/sched_switch; do
-			echo 1 > $TRACING/instances/$a/events/$ev/enable || return 1
-		done
-	done
-}
+# Anchors for the whole suite (tests/anchors.sh). Not under -icount (the benchmarks and
+# qprof: two more probes a system call and a context switch would move their figures), nor
+# with UD_ANCHORS=0.
+. "$REPO/tests/anchors.sh"
 
 reset_tracing() {
 	echo 0 > $TRACING/tracing_on
@@ -68,7 +51,7 @@ reset_tracing() {
 	echo 0 > $TRACING/events/enable
 	echo > $TRACING/set_event_pid 2>/dev/null
 	for d in $TRACING/instances/*/; do
-		case " $SUITE_ANCHORS " in *" $(basename "$d") "*) continue ;; esac
+		is_suite_anchor "$d" && continue
 		[ -d "$d" ] && rmdir "$d" 2>/dev/null
 	done
 	echo 0 > $TRACING/options/userstacktrace 2>/dev/null
@@ -104,7 +87,7 @@ echo "KTAP version 1"
 echo "1..$#"
 echo "# kernel $(uname -r), $(nproc) CPUs"
 if [ -z "${UD_ICOUNT:-}" ] && [ "${UD_ANCHORS:-1}" != 0 ]; then
-	make_anchors && echo "# anchors: $SUITE_ANCHORS" || echo "# anchors: not made"
+	make_anchors $TRACING && echo "# anchors: $SUITE_ANCHORS" || echo "# anchors: not made"
 fi
 passed=0 failed=0 skipped=0 n=0
 dmesg -c >/dev/null
