@@ -427,7 +427,7 @@ pub fn built_programs(dir: &Path) -> Vec<PathBuf> {
 
 /// The host's libraries and interpreters the differential tests read.
 pub fn system_files() -> Vec<PathBuf> {
-    [
+    let mut files: Vec<PathBuf> = [
         "/lib/x86_64-linux-gnu/libc.so.6",
         "/lib64/ld-linux-x86-64.so.2",
         "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
@@ -436,7 +436,12 @@ pub fn system_files() -> Vec<PathBuf> {
     ]
     .iter()
     .map(PathBuf::from)
-    .collect()
+    .collect();
+    // More files to compare, colon-separated: an ELF file a user's stacks go through.
+    if let Some(more) = std::env::var_os("UD_CFI_FILES") {
+        files.extend(std::env::split_paths(&more).filter(|p| !p.as_os_str().is_empty()));
+    }
+    files
 }
 
 pub const FNS_C: &str = r#"
