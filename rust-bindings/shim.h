@@ -89,8 +89,8 @@ bool ud_current_maps_stamp(ud_u64 *exec_id, ud_u64 *seq);
  * @want_file, @out->file holds a reference to the mapped file: ud_file_put() it.
  */
 bool ud_current_vma(ud_u64 addr, struct ud_vma *out, bool want_file);
-/* kernel_read() of the first @len bytes of @file: bytes read or a negative errno. */
-long ud_file_read_head(void *file, void *buf, unsigned long len);
+/* kernel_read() of @len bytes of @file from offset @pos: bytes read or a negative errno. */
+long ud_file_read(void *file, ud_u64 pos, void *buf, unsigned long len);
 void ud_file_put(void *file);
 /* Per-CPU memory: zeroed; get pins the CPU (preemption off) until put. */
 void *ud_percpu_alloc(unsigned long size, unsigned long align);

@@ -277,11 +277,13 @@ bool ud_current_vma(ud_u64 addr, struct ud_vma *out, bool want_file)
 	return found;
 }
 
-long ud_file_read_head(void *file, void *buf, unsigned long len)
+long ud_file_read(void *file, ud_u64 pos, void *buf, unsigned long len)
 {
-	loff_t pos = 0;
+	loff_t off = pos;
 
-	return kernel_read(file, buf, len, &pos);
+	if (off < 0)
+		return -EINVAL;
+	return kernel_read(file, buf, len, &off);
 }
 
 void ud_file_put(void *file)

@@ -171,6 +171,9 @@ unwinder_counters!(
     /// headers could not be used (unreadable, not x86-64 ELF): walked by frame pointers.
     modules_read,
     modules_unreadable,
+    /// Of the files read, those whose program headers were not in the head read first (a
+    /// file rewritten by BOLT or patchelf) and were read where `e_phoff` says.
+    modules_headers_apart,
 );
 
 /// First per-CPU counter of [`UnwinderCounter`], then of the stop reasons.

@@ -574,14 +574,14 @@ impl Vma {
         self.0.exec
     }
 
-    /// Reads the first `buf.len()` bytes of the mapped file: how many were read (0 without
-    /// a file reference).
-    pub(crate) fn read_file_head(&self, buf: &mut [u8]) -> usize {
+    /// Reads `buf.len()` bytes of the mapped file from offset `pos`: how many were read (0
+    /// without a file reference, or past its end).
+    pub(crate) fn read_file(&self, pos: u64, buf: &mut [u8]) -> usize {
         if self.0.file.is_null() {
             return 0;
         }
         // SAFETY: `file` is referenced (type invariant); `buf` is valid for writing.
-        let n = unsafe { ffi::ud_file_read_head(self.0.file, buf.as_mut_ptr().cast(), buf.len() as _) };
+        let n = unsafe { ffi::ud_file_read(self.0.file, pos, buf.as_mut_ptr().cast(), buf.len() as _) };
         usize::try_from(n).unwrap_or(0).min(buf.len())
     }
 }

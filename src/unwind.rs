@@ -41,7 +41,8 @@ pub(crate) const MAX_ENTRIES: usize = ffi::UD_MAX_STACK_ENTRIES as usize;
 
 /// Files whose summaries are kept (in sets of [`modules::MODULE_WAYS`]; about 8 KiB).
 const MODULE_SLOTS: usize = 64;
-/// The most of a file's head read for its ELF and program headers.
+/// The most of a file's head read for its ELF and program headers, and the most read for
+/// program headers elsewhere in the file (73 of them).
 const MAX_HEADERS: usize = 4096;
 
 /// One task's cached stack, and its recent mappings (two allocations per task, at its first
@@ -241,7 +242,8 @@ impl TaskModules<'_> {
         let vma = Vma::of(pc, true).filter(|vma| vma.key() == key)?;
         let mut head = KVec::with_capacity(MAX_HEADERS, GFP_KERNEL).ok()?;
         head.extend_with(MAX_HEADERS, 0u8, GFP_KERNEL).ok()?;
-        let len = if key == ffi::UD_VDSO_KEY as u64 {
+        let vdso = key == ffi::UD_VDSO_KEY as u64;
+        let len = if vdso {
             // The vDSO has no file: its image is its mapping, from its first page.
             let len = (vma.end() - vma.start()).min(MAX_HEADERS as u64) as usize;
             let read = head.get_mut(..len).is_some_and(|buf| CurrentUserMemory.read(vma.start(), buf));
@@ -251,14 +253,28 @@ impl TaskModules<'_> {
                 0
             }
         } else {
-            vma.read_file_head(&mut head)
+            vma.read_file(0, &mut head)
         };
         let page = kernel::page::PAGE_SIZE as u64;
         let parsed = head
             .get(..len)
             .and_then(|bytes| {
-                let need = elf::headers_len(bytes).ok()?;
-                elf::parse(bytes.get(..usize::try_from(need).ok()?)?).ok()
+                let (phoff, table_len) = elf::program_headers(bytes).ok()?;
+                if phoff.checked_add(table_len)? <= len as u64 {
+                    return elf::parse(bytes).ok();
+                }
+                // The program headers are not in the head: a rewritten file (BOLT puts
+                // them in a new segment, patchelf at the end). Read them where they are,
+                // as many bytes as the head at most. (The vDSO is the kernel's own image,
+                // headers first.)
+                let table_len = usize::try_from(table_len).ok().filter(|&n| n <= MAX_HEADERS && !vdso)?;
+                let mut table = KVec::with_capacity(table_len, GFP_KERNEL).ok()?;
+                table.extend_with(table_len, 0u8, GFP_KERNEL).ok()?;
+                if vma.read_file(phoff, &mut table) != table_len {
+                    return None;
+                }
+                add_unwinder(UnwinderCounter::modules_headers_apart, 1);
+                elf::parse_split(bytes, &table).ok()
             })
             .map(|info| modules::ModuleSummary::from_elf(&info, page));
         add_unwinder(UnwinderCounter::modules_read, 1);

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The ELF headers of a mapped file: what unwinding needs from them, once per file.
 //!
-//! From the start of an ELF64 little-endian x86-64 file (`ET_EXEC` or `ET_DYN`: the ELF
-//! header and the program headers; the module reads the first page, or the vDSO image), the
-//! `PT_LOAD` segments and `PT_GNU_EH_FRAME` (`.eh_frame_hdr`). The [`ElfInfo`] summary is
+//! From an ELF64 little-endian x86-64 file (`ET_EXEC` or `ET_DYN`: the ELF header and the
+//! program headers; the module reads the first page, and the program headers apart when
+//! they are not in it, or the vDSO image), the `PT_LOAD` segments and `PT_GNU_EH_FRAME`
+//! (`.eh_frame_hdr`). The [`ElfInfo`] summary is
 //! what a per-file cache stores; with one mapping of the file, [`ElfInfo::bias`] gives the
 //! load bias (runtime address minus link-time address) of the whole file.
 
@@ -134,15 +135,37 @@ pub fn headers_len(bytes: &[u8]) -> Result<u64, ElfError> {
     Ok(end.max(EHDR_SIZE as u64))
 }
 
+/// Where the program headers are in the file: `(e_phoff, length)`, from the ELF header
+/// (the first [`EHDR_SIZE`] bytes). Linkers put them right after the ELF header, but
+/// tools that rewrite a file add a new table elsewhere: BOLT at a new segment tens of MiB
+/// in (rustc's `librustc_driver`), `patchelf` at the end. A reader holding only the
+/// file's first bytes reads the table there and calls [`parse_split`].
+pub fn program_headers(bytes: &[u8]) -> Result<(u64, u64), ElfError> {
+    let (phoff, phnum) = check_header(bytes)?;
+    let table = u64::from(phnum).wrapping_mul(PHDR_SIZE as u64);
+    phoff.checked_add(table).ok_or(ElfError::ProgramHeaders)?;
+    Ok((phoff, table))
+}
+
 /// Parses the ELF and program headers at the start of `bytes`. The loop runs once per
 /// program header: at most `e_phnum` (a `u16`), and only over headers inside `bytes`.
 pub fn parse(bytes: &[u8]) -> Result<ElfInfo, ElfError> {
     let (phoff, phnum) = check_header(bytes)?;
-    let e_type = u16_at(bytes, 16).ok_or(ElfError::Truncated)?;
     let phoff = usize::try_from(phoff).map_err(|_| ElfError::Truncated)?;
     let table_len = usize::from(phnum).wrapping_mul(PHDR_SIZE);
     let table_end = phoff.checked_add(table_len).ok_or(ElfError::Truncated)?;
     let table = bytes.get(phoff..table_end).ok_or(ElfError::Truncated)?;
+    parse_split(bytes, table)
+}
+
+/// Parses the ELF header at the start of `header` with its program headers read apart,
+/// into `table` (all of them: [`program_headers`]'s length from its `e_phoff`).
+pub fn parse_split(header: &[u8], table: &[u8]) -> Result<ElfInfo, ElfError> {
+    let (_, phnum) = check_header(header)?;
+    if table.len() != usize::from(phnum).wrapping_mul(PHDR_SIZE) {
+        return Err(ElfError::Truncated);
+    }
+    let e_type = u16_at(header, 16).ok_or(ElfError::Truncated)?;
     let mut info = ElfInfo {
         elf_type: e_type,
         eh_frame_hdr: None,

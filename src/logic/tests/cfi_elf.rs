@@ -157,6 +157,88 @@ fn parses_real_files() {
     }
 }
 
+/// Program headers away from the file's head (BOLT's and patchelf's rewrites): the head
+/// alone is `Truncated`, `program_headers` says where the table is, and `parse_split` of
+/// the head and the table read there gives what `parse` gives for the original file. On
+/// real files moved so, and on rustc's BOLT-rewritten `librustc_driver` where there is one.
+#[test]
+fn program_headers_apart() {
+    for path in ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/bin/python3.11"] {
+        let Ok(data) = std::fs::read(path) else {
+            println!("note: skipping {path}");
+            continue;
+        };
+        let want = elf::parse(&data[..4096]).unwrap();
+        let (phoff, len) = elf::program_headers(&data).unwrap();
+        let (phoff, len) = (phoff as usize, len as usize);
+        // As patchelf does: a copy of the table at the (8-aligned) end, e_phoff pointing
+        // at it, the old one overwritten.
+        let mut moved = data.clone();
+        moved.resize(moved.len().next_multiple_of(8), 0);
+        let at = moved.len();
+        moved.extend_from_slice(&data[phoff..phoff + len]);
+        moved[phoff..phoff + len].fill(0xa5);
+        moved[32..40].copy_from_slice(&(at as u64).to_le_bytes());
+        let head = &moved[..4096];
+        assert_eq!(elf::parse(head), Err(ElfError::Truncated), "{path}");
+        assert_eq!(elf::program_headers(head), Ok((at as u64, len as u64)));
+        assert_eq!(
+            elf::parse_split(head, &moved[at..at + len]),
+            Ok(want),
+            "{path}"
+        );
+        assert_eq!(elf::parse(&moved), Ok(want), "{path}");
+        // The table must be whole.
+        assert_eq!(
+            elf::parse_split(head, &moved[at..at + len - 1]),
+            Err(ElfError::Truncated)
+        );
+        let mut longer = moved[at..].to_vec();
+        longer.extend_from_slice(&[0; 56]);
+        assert_eq!(elf::parse_split(head, &longer), Err(ElfError::Truncated));
+    }
+    // rustc's librustc_driver (rustup's toolchains), rewritten by BOLT: its program
+    // headers are 80 MiB in.
+    let home = std::env::var("HOME").unwrap_or_default();
+    let drivers: Vec<_> = std::fs::read_dir(format!("{home}/.rustup/toolchains"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|t| {
+            std::fs::read_dir(t.path().join("lib"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("librustc_driver-"))
+        })
+        .collect();
+    for path in drivers.iter().take(1) {
+        let data = std::fs::read(path).unwrap();
+        let (phoff, len) = elf::program_headers(&data[..4096]).unwrap();
+        let (phoff, len) = (phoff as usize, len as usize);
+        println!("{}: program headers at {phoff:#x}", path.display());
+        let info = elf::parse_split(&data[..4096], &data[phoff..phoff + len]).unwrap();
+        let file = object::File::parse(&*data).unwrap();
+        let segs: Vec<_> = file.segments().collect();
+        assert_eq!(info.loads().len(), segs.len());
+        for (l, s) in info.loads().iter().zip(&segs) {
+            assert_eq!(
+                (l.vaddr, l.offset, l.filesz),
+                (s.address(), s.file_range().0, s.file_range().1)
+            );
+        }
+        let hdr = ElfFile::load(path).unwrap().eh_frame_hdr.unwrap();
+        assert_eq!(info.eh_frame_hdr, Some(hdr.0));
+    }
+    if drivers.is_empty() {
+        println!("note: no librustc_driver under {home}/.rustup/toolchains");
+    }
+}
+
 /// A hand-made ELF header with the given program headers (type, flags, offset, vaddr,
 /// filesz, memsz).
 fn make_elf(phdrs: &[(u32, u32, u64, u64, u64, u64)]) -> Vec<u8> {
