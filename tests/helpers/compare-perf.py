@@ -126,6 +126,13 @@ def same_frame(ours, perf):
     return ours == perf
 
 
+# The last frame perf script prints when its unwinding ended early (its copy of the user
+# stack, 16 KiB at most, ran out): "ffffffffffffffff [unknown] ([unknown])", one more here
+# as a return address.
+def is_cut_marker(frame):
+    return frame[0] == "[unknown]" and frame[1] >= 0xFFFFFFFFFFFFFFFF
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
@@ -135,9 +142,12 @@ def main(argv=None):
     ap.add_argument("--min-match", type=float, default=95.0)
     ap.add_argument("--min-events", type=int, default=20)
     ap.add_argument("--tolerance", type=float, default=0.002, help="seconds")
+    ap.add_argument("--perf-cut-ok", action="store_true",
+                    help="a perf stack whose copy of the stack ran out (its [unknown] last frame) "
+                         "matches a deeper stack of the module's that starts with its frames")
     a = ap.parse_args(argv)
     ours, theirs = read_trace(a.trace, a.comm, a.event), read_perf(a.perf, a.comm)
-    paired = identical = 0
+    paired = identical = cut = 0
     depth_ours, depth_perf, shown = [], [], 0
     for pid, samples in theirs.items():
         evs = ours.get(pid, [])
@@ -160,6 +170,10 @@ def main(argv=None):
             depth_perf.append(len(pframes))
             if len(oframes) == len(pframes) and all(map(same_frame, oframes, pframes)):
                 identical += 1
+            elif (a.perf_cut_ok and pframes and is_cut_marker(pframes[-1]) and len(oframes) >= len(pframes)
+                  and all(map(same_frame, oframes, pframes[:-1]))):
+                identical += 1
+                cut += 1
             elif shown < 3:  # (a vDSO frame shows as its address and its offset)
                 shown += 1
                 print("difference at %.6f (pid %d): module %d frames, perf %d" % (ts, pid, len(oframes), len(pframes)))
@@ -173,7 +187,8 @@ def main(argv=None):
     med = lambda v: int(statistics.median(v)) if v else 0
     print("%s: module events %d, perf samples %d, paired %d, identical %d (%.1f%%); depth module %d/%d, perf %d/%d (median/max)"
           % (a.comm, sum(map(len, ours.values())), sum(map(len, theirs.values())), paired, identical, pct,
-             med(depth_ours), max(depth_ours, default=0), med(depth_perf), max(depth_perf, default=0)))
+             med(depth_ours), max(depth_ours, default=0), med(depth_perf), max(depth_perf, default=0))
+          + ("; %d of them where perf's copy of the stack ran out, the module's deeper" % cut if a.perf_cut_ok else ""))
     # perf's failure, not the module's: nothing of perf's to compare with.
     if not theirs or (
             paired and max(depth_perf) <= 1 and statistics.median(depth_ours) > 1):
@@ -206,11 +221,14 @@ def self_test():
             lines += [" => 0x%016x [0000abcd]" % off for off in offsets]
         return "\n".join(lines) + "\n"
 
+    CUT = None  # perf's marker of an unwinding cut short
+
     def perf(n, offsets):  # perf script's: each return address one less, the first exact
         lines = []
         for i in range(n):
             lines.append("prog     7  %d.000001: " % (2 + i))
-            lines += ["\t%16x sym (%s)" % (off - (j > 0), libc) for j, off in enumerate(offsets)]
+            lines += ["\t%16x sym (%s)" % (off - (j > 0), libc) if off is not CUT
+                      else "\tffffffffffffffff [unknown] ([unknown])" for j, off in enumerate(offsets)]
             lines.append("")
         return "\n".join(lines) + "\n"
 
@@ -223,17 +241,23 @@ def self_test():
         ("perf one frame deep", trace(10, stack), perf(10, stack[:1]), 2),
         ("no perf sample", trace(10, stack), "", 2),
         ("both one frame deep", trace(10, stack[:1]), perf(10, stack[:1]), 0),
+        ("perf's copy ran out, --perf-cut-ok", trace(10, stack), perf(10, stack[:2] + [CUT]), 0, ["--perf-cut-ok"]),
+        ("perf's copy ran out", trace(10, stack), perf(10, stack[:2] + [CUT]), 1),
+        ("perf's copy ran out, a frame differs", trace(10, stack),
+         perf(10, [0xf8350, 0x80fc9, CUT]), 1, ["--perf-cut-ok"]),
+        ("perf's copy ran out, the module no deeper", trace(10, stack[:1]), perf(10, stack[:2] + [CUT]), 1,
+         ["--perf-cut-ok"]),
     ]
     bad = 0
     with tempfile.TemporaryDirectory() as d:
-        for name, t, p, want in cases:
+        for name, t, p, want, *opts in cases:
             tp, pp = os.path.join(d, "trace"), os.path.join(d, "perf")
             open(tp, "w").write(t)
             open(pp, "w").write(p)
             with open(os.devnull, "w") as null:
                 stdout, sys.stdout = sys.stdout, null
                 try:
-                    got = main([tp, pp, "prog", "--min-events", "5"])
+                    got = main([tp, pp, "prog", "--min-events", "5"] + (opts[0] if opts else []))
                 finally:
                     sys.stdout = stdout
             print("%s - %s: exit %d" % ("ok" if got == want else "not ok", name, got))
