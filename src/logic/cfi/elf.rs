@@ -4,9 +4,9 @@
 //! From an ELF64 little-endian x86-64 file (`ET_EXEC` or `ET_DYN`: the ELF header and the
 //! program headers; the module reads the first page, and the program headers apart when
 //! they are not in it, or the vDSO image), the `PT_LOAD` segments and `PT_GNU_EH_FRAME`
-//! (`.eh_frame_hdr`). The [`ElfInfo`] summary is
-//! what a per-file cache stores; with one mapping of the file, [`ElfInfo::bias`] gives the
-//! load bias (runtime address minus link-time address) of the whole file.
+//! (`.eh_frame_hdr`). The [`ElfInfo`] summary is what a per-file cache stores; with one
+//! mapping of the file, [`ElfInfo::bias`] gives the load bias (runtime address minus
+//! link-time address) of the whole file.
 
 use super::unwinder::ModuleInfo;
 
@@ -129,10 +129,9 @@ fn check_header(bytes: &[u8]) -> Result<(u64, u16), ElfError> {
 /// How many bytes from the start of the file hold the ELF header and the program headers
 /// (read that many, then call [`parse`]). Needs the first [`EHDR_SIZE`] bytes.
 pub fn headers_len(bytes: &[u8]) -> Result<u64, ElfError> {
-    let (phoff, phnum) = check_header(bytes)?;
-    let table = u64::from(phnum).wrapping_mul(PHDR_SIZE as u64);
-    let end = phoff.checked_add(table).ok_or(ElfError::ProgramHeaders)?;
-    Ok(end.max(EHDR_SIZE as u64))
+    let (phoff, table) = program_headers(bytes)?;
+    // (program_headers() checked that the sum does not overflow.)
+    Ok((phoff + table).max(EHDR_SIZE as u64))
 }
 
 /// Where the program headers are in the file: `(e_phoff, length)`, from the ELF header
@@ -155,13 +154,18 @@ pub fn parse(bytes: &[u8]) -> Result<ElfInfo, ElfError> {
     let table_len = usize::from(phnum).wrapping_mul(PHDR_SIZE);
     let table_end = phoff.checked_add(table_len).ok_or(ElfError::Truncated)?;
     let table = bytes.get(phoff..table_end).ok_or(ElfError::Truncated)?;
-    parse_split(bytes, table)
+    parse_table(bytes, phnum, table)
 }
 
 /// Parses the ELF header at the start of `header` with its program headers read apart,
 /// into `table` (all of them: [`program_headers`]'s length from its `e_phoff`).
 pub fn parse_split(header: &[u8], table: &[u8]) -> Result<ElfInfo, ElfError> {
     let (_, phnum) = check_header(header)?;
+    parse_table(header, phnum, table)
+}
+
+/// The summary from a checked ELF header and its `phnum` program headers in `table`.
+fn parse_table(header: &[u8], phnum: u16, table: &[u8]) -> Result<ElfInfo, ElfError> {
     if table.len() != usize::from(phnum).wrapping_mul(PHDR_SIZE) {
         return Err(ElfError::Truncated);
     }
